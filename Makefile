@@ -1,0 +1,35 @@
+# Two entry points (README): `make demo` runs the main job, `make test` runs every check.
+# Both build their own virtual environment in .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/powertrip demo
+
+test: lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+# pytest exits 5 when it collected nothing; that must fail the build, and say why.
+unit: $(STAMP)
+	@$(BIN)/pytest || { s=$$?; [ $$s -ne 5 ] || echo "pytest collected no tests" >&2; exit $$s; }
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/selection.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

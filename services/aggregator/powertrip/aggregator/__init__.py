@@ -1,0 +1,1 @@
+"""Aggregator service: REST job API and the round loop over gRPC sites (not built yet)."""

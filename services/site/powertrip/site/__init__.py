@@ -1,0 +1,1 @@
+"""Site worker service: gRPC server training on its own data shard (not built yet)."""

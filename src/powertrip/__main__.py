@@ -1,0 +1,5 @@
+"""`python -m powertrip` runs the command line."""
+
+from powertrip.cli.app import main
+
+main()

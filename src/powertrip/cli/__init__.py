@@ -1,0 +1,1 @@
+"""The `powertrip` command line."""

@@ -1,0 +1,1 @@
+"""Data files shipped with PowerTrip (the demo's example sites)."""
