@@ -1,6 +1,8 @@
 # Two entry points (README): `make demo` runs the main job, `make test` runs every check.
 # Both build their own virtual environment in .venv on first use.
 PYTHON ?= python3
+# The CPU build of torch on this machine kind; on a GPU host use `make TORCH_SPEC=torch demo`.
+TORCH_SPEC ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
@@ -9,6 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet '$(TORCH_SPEC)'
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 

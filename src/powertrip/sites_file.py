@@ -2,7 +2,7 @@
 
 Format (every field in the units its name says; see docs/sites-file.md):
 
-    bandwidth_law: {max_bytes_per_s: 1.25e9, knee_km: 1609.344}   # optional
+    bandwidth_law: {max_bytes_per_s: 1.25e8, knee_km: 1609.344}   # optional
     defaults: {gpus: 8, gpu_power_w: 700}                           # optional, per-site fallback
     sites:
       - site_id: iowa

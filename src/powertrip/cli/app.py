@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from powertrip.cli.console import make_console
 from powertrip.cli.ranking_table import ranking_table, select_once
+from powertrip.cli.simulate import report, simulate
 from powertrip.errors import PowerTripError
 from powertrip.model.units import parse_size_bytes
 from powertrip.selection import POLICY_NAMES, RoundView
@@ -34,11 +35,6 @@ DEMO_POLICIES: tuple[dict[str, Any], ...] = (
     {"name": "random-k", "k": 4},
     {"name": "all"},
 )
-
-
-def make_console() -> Console:
-    """A console that keeps tables readable when the output is a pipe or a file."""
-    return Console(width=None if sys.stdout.isatty() else 160)
 
 
 def parse_settings(pairs: list[str]) -> dict[str, str]:
@@ -90,10 +86,10 @@ def demo(
     summary = Table(title="first-round selection of every policy")
     for column in ("policy", "settings", "sites", "slowest link s", "mean power", "selected"):
         summary.add_column(column)
-    for config, report in zip(DEMO_POLICIES, reports, strict=True):
-        chosen = report.selection.site_indices
+    for config, chosen_by in zip(DEMO_POLICIES, reports, strict=True):
+        chosen = chosen_by.selection.site_indices
         summary.add_row(
-            report.policy_name,
+            chosen_by.policy_name,
             ", ".join(f"{k}={v}" for k, v in config.items() if k != "name") or "defaults",
             str(len(chosen)),
             f"{view.communication_time_s[chosen].max():.2f}",
@@ -103,10 +99,14 @@ def demo(
     console.print(summary)
 
 
+app.command()(simulate)
+app.command()(report)
+
+
 def main() -> None:
     """Console entry point: run the app, turning PowerTrip errors into one clear line."""
     try:
         app()
     except PowerTripError as error:
-        Console(stderr=True).print(f"[bold red]error:[/] {error}", highlight=False)
+        make_console(stderr=True).print(f"[bold red]error:[/] {error}", highlight=False)
         sys.exit(2)

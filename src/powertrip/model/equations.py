@@ -145,11 +145,13 @@ def power_to_cost_score(
 class BandwidthLaw:
     """Bandwidth vs distance (paper Fig. 5): B(d) = B_max * min(1, d_0 / d).
 
-    Flat up to the knee d_0, then inversely proportional to distance. Defaults: 10 Gbit/s
-    (1.25e9 bytes/s) up to 1000 miles.
+    Flat up to the knee d_0, then inversely proportional to distance. Defaults: 1 Gbit/s
+    (1.25e8 bytes/s) up to 1000 miles, so a 1.5 GB update takes 12 s near the aggregator and
+    120 s at 10,000 miles: comparable to compute (T_0 = 120 s at full power), which is what
+    makes the time-to-accuracy vs k curve convex (docs/reproduction.md).
     """
 
-    max_bytes_per_s: float = 1.25e9
+    max_bytes_per_s: float = 1.25e8
     knee_km: float = 1000 * KM_PER_MILE
 
     def __post_init__(self) -> None:

@@ -166,6 +166,18 @@ class SiteTable:
         """Site ids at the given table indices, in the given order."""
         return tuple(self.site_ids[int(i)] for i in np.asarray(indices).ravel())
 
+    def take(self, indices: ArrayLike) -> SiteTable:
+        """The sites at `indices`, in that order, as a new table."""
+        rows = np.asarray(indices, dtype=np.int64)
+        return SiteTable.from_arrays(
+            self.ids_at(rows),
+            distance_km=self.distance_km[rows],
+            bandwidth_bytes_per_s=self.bandwidth_bytes_per_s[rows],
+            gpus=self.gpus[rows],
+            gpu_power_w=self.gpu_power_w[rows],
+            power_available_ratio=self.power_available_ratio[rows],
+        )
+
     def with_power(self, power_available_ratio: ArrayLike) -> SiteTable:
         """The same sites with new power availability (one value per site), validated."""
         return dataclasses.replace(

@@ -65,12 +65,14 @@ class RoundView:
 class Selection:
     """The sites chosen for one round, best-ranked first.
 
-    `power_cap_ratio` is set by the centralized baseline: the single site then runs with
-    min(its availability, the cap), emulating a site capped by its grid.
+    `centralized` marks the centralized baseline: one site trains as if it were the only
+    datacenter (the simulator gives it all the training data) and runs with
+    min(its availability, `power_cap_ratio`), emulating a site capped by its grid.
     """
 
     site_indices: IntArray
     power_cap_ratio: float | None = None
+    centralized: bool = False
 
     def __post_init__(self) -> None:
         self.site_indices.setflags(write=False)

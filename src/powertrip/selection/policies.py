@@ -137,4 +137,4 @@ class Centralized:
     ) -> Selection:
         """The single best site by the ranker, with the power cap attached."""
         best = top_indices(ranking_key(self.ranker, view, rng), 1)
-        return Selection(best, power_cap_ratio=self.power_cap_ratio)
+        return Selection(best, power_cap_ratio=self.power_cap_ratio, centralized=True)

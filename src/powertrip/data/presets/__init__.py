@@ -1,0 +1,1 @@
+"""Preset experiments of `powertrip simulate --preset NAME`."""

@@ -1,0 +1,1 @@
+"""The simulator: real federated training over emulated sites in simulated time (DESIGN §1)."""
