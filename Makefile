@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/powertrip demo
+	$(BIN)/powertrip simulate --preset smoke --out out/smoke
 
 test: lint typecheck unit
 
@@ -33,6 +34,7 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/selection.py
+	$(BIN)/python benchmarks/simulate.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -21,12 +21,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from powertrip.errors import InvalidSiteError, InvalidValueError, SitesFileError
 from powertrip.model.equations import BandwidthLaw
 from powertrip.model.sites import Site, SiteTable
 from powertrip.model.units import KM_PER_MILE
+from powertrip.yaml_text import parse_yaml
 
 _SITE_FIELDS = {
     "site_id",
@@ -51,12 +50,7 @@ def load_sites_file(path: Path) -> SiteTable:
 
 def parse_sites(text: str, source: str = "<sites>") -> SiteTable:
     """Parse sites from YAML (or JSON, a subset of YAML) text."""
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SitesFileError(f"{source}:{where} not valid YAML: {error}") from None
+    document = parse_yaml(text, source, SitesFileError)
     if not isinstance(document, Mapping) or not isinstance(document.get("sites"), list):
         raise SitesFileError(f"{source}: expected a mapping with a 'sites' list")
     unknown = set(document) - _TOP_LEVEL

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from powertrip.cli.console import make_console
 from powertrip.errors import PowerTripError
+from powertrip.yaml_text import parse_yaml
 
 PRESETS = ("smoke", "paper-uniform", "paper-traces", "paper-update-sizes")
 
@@ -43,16 +44,15 @@ def simulate(
 ) -> None:
     """Run real federated training over emulated sites in simulated time; write results.json,
     report.md and plots. Ctrl-C keeps every finished run; running again resumes."""
-    import yaml
-
-    from powertrip.sim.experiment import load_experiment, parse_experiment
+    from powertrip.sim.experiment import ExperimentError, load_experiment, parse_experiment
     from powertrip.sim.report import write_report
     from powertrip.sim.runner import ResultsStore, WorldBuilder, plan_runs, run_one
 
     if (experiment is None) == (preset is None):
         raise typer.BadParameter("give an experiment file or --preset, not both or neither")
     if preset is not None:
-        config = parse_experiment(yaml.safe_load(preset_text(preset)), f"preset {preset}")
+        source = f"preset {preset}"
+        config = parse_experiment(parse_yaml(preset_text(preset), source, ExperimentError), source)
     else:
         assert experiment is not None
         config = load_experiment(experiment)

@@ -17,6 +17,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -82,8 +83,9 @@ class RoundRecord:
         """Wall (or simulated) time of the round, selection to aggregation."""
         return self.end_time_s - self.start_time_s
 
+    @cached_property
     def outcome(self) -> RoundOutcome:
-        """What the policy learns from this round."""
+        """What the policy learns from this round (built once per record)."""
         return RoundOutcome(
             site_count=len(self.selected_site_ids),
             accuracy=self.accuracy,
@@ -147,7 +149,7 @@ class RoundLoop:
 
     def finished(self, state: JobState) -> bool:
         """Algorithm 1's stop rule on this job's history."""
-        outcomes = [r.outcome() for r in state.records]
+        outcomes = [r.outcome for r in state.records]
         return should_stop(outcomes, self.settings.target_accuracy, self.settings.max_rounds)
 
     def run(self, state: JobState, on_round: Callable[[JobState], None] | None = None) -> JobState:
@@ -167,7 +169,7 @@ class RoundLoop:
             candidates, self.settings.update_size_bytes, self.settings.transfers_per_round
         )
         rng = np.random.default_rng([self.settings.seed, round_index])
-        selection = self.policy.select(view, [r.outcome() for r in state.records], rng)
+        selection = self.policy.select(view, [r.outcome for r in state.records], rng)
         selected_ids = candidates.ids_at(selection.site_indices)
         power = candidates.power_available_ratio[selection.site_indices]
         if selection.power_cap_ratio is not None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from powertrip.errors import PowerTripError
@@ -19,6 +18,7 @@ from powertrip.selection import build_policy
 from powertrip.selection.ranking import Ranker
 from powertrip.sim.training import Engine
 from powertrip.tasks.registry import TASK_MODELS
+from powertrip.yaml_text import parse_yaml
 
 
 class ExperimentError(PowerTripError, ValueError):
@@ -214,10 +214,4 @@ def load_experiment(path: Path) -> Experiment:
         raise ExperimentError(
             f"{path}: cannot read the experiment file: {error.strerror}"
         ) from None
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
-        raise ExperimentError(f"{path}:{where} not valid YAML: {error}") from None
-    return parse_experiment(document, str(path))
+    return parse_experiment(parse_yaml(text, str(path), ExperimentError), str(path))

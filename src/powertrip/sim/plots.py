@@ -41,6 +41,13 @@ def plot_all(results: dict[str, Any], rows: list[PolicySummary], out_dir: Path) 
     return written
 
 
+def _save(plt: Any, figure: Any, path: Path) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
 def _tta_per_policy(plt: Any, rows: list[PolicySummary], path: Path) -> Path:
     sizes = sorted({r.update_size_bytes for r in rows})
     figure, axes = plt.subplots(1, len(sizes), figsize=(6 * len(sizes), 4.5), squeeze=False)
@@ -66,10 +73,7 @@ def _tta_per_policy(plt: Any, rows: list[PolicySummary], path: Path) -> Path:
         axis.invert_yaxis()
         axis.set_xlabel("time to accuracy (hours, median; bars: range over seeds)")
         axis.set_title(f"update {format_size_bytes(size)}")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return _save(plt, figure, path)
 
 
 def _tta_vs_k(plt: Any, runs: list[dict[str, Any]], sizes: list[float], path: Path) -> Path:
@@ -89,10 +93,7 @@ def _tta_vs_k(plt: Any, runs: list[dict[str, Any]], sizes: list[float], path: Pa
     axis.set_ylabel("time to accuracy (hours)")
     axis.set_title("TTA vs number of sites (dashed: static optimum)")
     axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return _save(plt, figure, path)
 
 
 def _first_seed_run(runs: list[dict[str, Any]], size: float, prefix: str) -> dict[str, Any] | None:
@@ -116,10 +117,7 @@ def _sites_over_time(plt: Any, runs: list[dict[str, Any]], size: float, path: Pa
     axis.set_ylabel("sites selected")
     axis.set_title("sites per round over time")
     axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return _save(plt, figure, path)
 
 
 def _accuracy_vs_time(
@@ -143,7 +141,4 @@ def _accuracy_vs_time(
     axis.set_ylabel("held-out accuracy")
     axis.set_title("accuracy over simulated time (first seed)")
     axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return _save(plt, figure, path)
