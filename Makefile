@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench proto proto-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,11 +19,18 @@ demo: $(STAMP)
 	$(BIN)/powertrip demo
 	$(BIN)/powertrip simulate --preset smoke --out out/smoke
 
-test: lint typecheck unit
+test: lint proto-check typecheck unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# Regenerate the gRPC code after editing proto/ (and commit it); CI checks it is current.
+proto: $(STAMP)
+	$(BIN)/python scripts/generate_proto.py
+
+proto-check: $(STAMP)
+	$(BIN)/python scripts/generate_proto.py --check
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
