@@ -1,0 +1,1 @@
+"""Moving models over the network: safetensors payloads in chunks (no gRPC types here)."""

@@ -1,0 +1,99 @@
+"""Model payloads: named arrays as safetensors bytes, sent in chunks.
+
+Payloads are safetensors (an 8-byte little-endian header length, a JSON header of names,
+dtypes, shapes and data offsets, then raw little-endian data): nothing received from the
+network is ever unpickled or executed. Encoding uses the safetensors library. Decoding reads
+the format directly and returns numpy views over the received buffer instead of the library's
+two full copies (each copy of a GiB costs over a second on our machines); it checks every
+header field, that the tensors tile the data exactly, and the declared payload size, and a
+malformed payload is an `InvalidUpdateError`, so a round can reject it and go on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from safetensors.numpy import save
+
+from powertrip.fl.params import InvalidUpdateError
+
+DEFAULT_CHUNK_BYTES = 4 * 2**20
+"""Chunk size of streamed payloads. Measured on loopback: 1-4 MiB chunks move a GiB fastest;
+16 and 64 MiB chunks are slower (their copies no longer fit the caches)."""
+
+
+def encode_params(params: Mapping[str, NDArray[np.generic]]) -> bytes:
+    """Named arrays as one safetensors payload."""
+    return save({name: np.ascontiguousarray(array) for name, array in params.items()})
+
+
+_DTYPES: dict[str, np.dtype[Any]] = {
+    "F64": np.dtype("<f8"),
+    "F32": np.dtype("<f4"),
+    "F16": np.dtype("<f2"),
+    "I64": np.dtype("<i8"),
+    "I32": np.dtype("<i4"),
+    "I16": np.dtype("<i2"),
+    "I8": np.dtype("i1"),
+    "U8": np.dtype("u1"),
+    "BOOL": np.dtype("?"),
+}
+_MAX_HEADER_BYTES = 100 * 2**20
+
+
+def decode_params(
+    payload: bytes | bytearray | memoryview, source: str
+) -> dict[str, NDArray[np.generic]]:
+    """The arrays of a safetensors payload, as read-only views over it; `source` names the
+    sender in errors."""
+    view = memoryview(payload).cast("B")
+
+    def invalid(reason: str) -> InvalidUpdateError:
+        return InvalidUpdateError(
+            f"payload from {source} is not a valid safetensors file: {reason}"
+        )
+
+    if len(view) < 8:
+        raise invalid(f"{len(view)} bytes is too short")
+    header_bytes = int.from_bytes(view[:8], "little")
+    if header_bytes > min(len(view) - 8, _MAX_HEADER_BYTES):
+        raise invalid(f"header of {header_bytes} bytes does not fit")
+    try:
+        header = json.loads(bytes(view[8 : 8 + header_bytes]))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise invalid(f"header is not JSON ({error})") from None
+    if not isinstance(header, dict):
+        raise invalid("header is not a JSON object")
+    data = view[8 + header_bytes :]
+    arrays: dict[str, NDArray[np.generic]] = {}
+    spans = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = _DTYPES[info["dtype"]]
+            shape = tuple(int(d) for d in info["shape"])
+            begin, end = (int(o) for o in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise invalid(f"tensor {name!r} has a malformed entry {info!r}") from None
+        if min(shape, default=0) < 0 or not 0 <= begin <= end <= len(data):
+            raise invalid(f"tensor {name!r}: offsets {begin}..{end} outside {len(data)} bytes")
+        if end - begin != math.prod(shape) * dtype.itemsize:
+            raise invalid(f"tensor {name!r}: {end - begin} bytes for shape {shape} of {dtype}")
+        array = np.frombuffer(data[begin:end], dtype=dtype).reshape(shape)
+        array.flags.writeable = False
+        arrays[name] = array
+        spans.append((begin, end))
+    position = 0
+    for begin, end in sorted(spans):
+        if begin != position:
+            raise invalid("tensor data overlaps or leaves gaps")
+        position = end
+    if position != len(data):
+        raise invalid(f"{len(data) - position} bytes after the last tensor")
+    return arrays
