@@ -79,8 +79,9 @@ class BatchedTrainer:
         self, starts: torch.Tensor, sizes: torch.Tensor, generator: torch.Generator
     ) -> torch.Tensor:
         """Row indices (k, batch) for one step: uniform within each site's shard."""
+        # Draws come from a CPU generator (reproducible on any device), then move to the data.
         draws = torch.rand(starts.numel(), self.settings.batch_size, generator=generator)
-        return starts[:, None] + (draws * sizes[:, None]).long()
+        return starts[:, None] + (draws.to(starts.device) * sizes[:, None]).long()
 
     def train(
         self,
