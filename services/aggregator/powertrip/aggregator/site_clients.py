@@ -1,0 +1,207 @@
+"""`SiteClient`s of the aggregator: gRPC site workers, or workers in this process.
+
+Both run a round the same way: every selected site trains from the same global model with the
+job's local-training settings, concurrently; a site that fails is reported FAILED and one
+that misses the round's deadline LATE, and the round goes on with the rest. The gRPC client
+encodes the global model once per round and streams it to every site; it measures each
+site's communication time as the call's wall time minus the compute time the site reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+
+from powertrip.errors import PowerTripError
+from powertrip.fl.params import Params
+from powertrip.proto.v1 import site_pb2
+from powertrip.rounds import SiteReport, SiteStatus, TrainRequest
+from powertrip.site.worker import SiteWorker, TrainOrder
+from powertrip.transport.payload import decode_params, encode_params
+from powertrip.transport.streams import (
+    GRPC_OPTIONS,
+    TRAIN_METHOD,
+    raw_frames,
+    read_update,
+    train_frames,
+)
+
+log = logging.getLogger(__name__)
+
+# How a failed Train call counts for the round (anything else: FAILED, the site is unhealthy).
+_STATUS_OF_CODE = {
+    grpc.StatusCode.DEADLINE_EXCEEDED: SiteStatus.LATE,
+    grpc.StatusCode.INVALID_ARGUMENT: SiteStatus.REJECTED,
+}
+
+
+@dataclass(frozen=True)
+class JobTraining:
+    """The local-training settings a job sends to every site, and its seed."""
+
+    job_id: str = "job"
+    local_steps: int = 5
+    batch_size: int = 32
+    learning_rate: float = 0.05
+    seed: int = 0
+
+    def order(self, request: TrainRequest) -> TrainOrder:
+        """What a round asks of each site."""
+        return TrainOrder(
+            round_index=request.round_index,
+            local_steps=self.local_steps,
+            batch_size=self.batch_size,
+            learning_rate=self.learning_rate,
+            power_cap_ratio=request.power_cap_ratio,
+            seed=self.seed,
+        )
+
+
+def _fan_out(
+    request: TrainRequest, train_one: Callable[[str], SiteReport], pool: futures.Executor
+) -> list[SiteReport]:
+    """Run `train_one` for every selected site at once; collect one report per site."""
+    pending = {pool.submit(train_one, site): site for site in request.site_ids}
+    reports = []
+    for future in futures.as_completed(pending):
+        site = pending[future]
+        try:
+            reports.append(future.result())
+        except Exception as error:  # a bug in one site's path must not sink the round
+            log.exception("site %s failed", site)
+            reports.append(SiteReport(site, SiteStatus.FAILED, message=repr(error)))
+    return reports
+
+
+class InProcessSiteClient:
+    """Sites as `SiteWorker`s in this process (tests, single-host runs)."""
+
+    def __init__(self, workers: Mapping[str, SiteWorker], training: JobTraining) -> None:
+        self.workers = dict(workers)
+        self.training = training
+        self._pool = futures.ThreadPoolExecutor(max_workers=max(1, len(self.workers)))
+
+    def train(self, request: TrainRequest) -> Sequence[SiteReport]:
+        """Every selected worker trains; a deadline makes slower ones LATE."""
+        order = self.training.order(request)
+
+        def train_one(site: str) -> SiteReport:
+            worker = self.workers.get(site)
+            if worker is None:
+                return SiteReport(site, SiteStatus.FAILED, message="unknown site")
+            try:
+                result = worker.train(order, request.global_params, "aggregator")
+            except PowerTripError as error:
+                return SiteReport(site, SiteStatus.REJECTED, message=str(error))
+            return SiteReport(
+                site,
+                SiteStatus.OK,
+                num_samples=result.num_samples,
+                update=result.update,
+                compute_time_s=result.compute_time_s,
+                power_available_ratio=result.power_available_ratio,
+            )
+
+        return _with_deadline(request, train_one, self._pool)
+
+    def close(self) -> None:
+        """Stop the worker threads."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _with_deadline(
+    request: TrainRequest, train_one: Callable[[str], SiteReport], pool: futures.Executor
+) -> list[SiteReport]:
+    if request.deadline_s is None:
+        return _fan_out(request, train_one, pool)
+    pending = {pool.submit(train_one, site): site for site in request.site_ids}
+    done, late = futures.wait(pending, timeout=request.deadline_s)
+    reports = [f.result() for f in done]
+    for future in late:
+        future.cancel()
+        reports.append(SiteReport(pending[future], SiteStatus.LATE, message="missed the deadline"))
+    return reports
+
+
+class GrpcSiteClient:
+    """Sites reached over gRPC at the addresses given by `addresses()` (site id -> host:port)."""
+
+    def __init__(
+        self,
+        addresses: Callable[[], Mapping[str, str]],
+        training: JobTraining,
+        max_parallel: int = 64,
+    ) -> None:
+        self.addresses = addresses
+        self.training = training
+        self._channels: dict[str, grpc.Channel] = {}
+        self._lock = threading.Lock()
+        self._pool = futures.ThreadPoolExecutor(max_workers=max_parallel)
+
+    def _channel(self, address: str) -> grpc.Channel:
+        with self._lock:
+            if address not in self._channels:
+                self._channels[address] = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+            return self._channels[address]
+
+    def train(self, request: TrainRequest) -> Sequence[SiteReport]:
+        """Stream the global model to every selected site and collect the updates."""
+        payload = encode_params(request.global_params)
+        header = self.training.order(request)
+        addresses = self.addresses()
+
+        def train_one(site: str) -> SiteReport:
+            address = addresses.get(site)
+            if address is None:
+                return SiteReport(site, SiteStatus.FAILED, message="no address for this site")
+            call = self._channel(address).stream_stream(
+                TRAIN_METHOD, request_serializer=raw_frames, response_deserializer=raw_frames
+            )
+            frames = train_frames(
+                site_pb2.TrainHeader(
+                    job_id=self.training.job_id,
+                    round_index=header.round_index,
+                    local_steps=header.local_steps,
+                    batch_size=header.batch_size,
+                    learning_rate=header.learning_rate,
+                    power_cap_ratio=header.power_cap_ratio or 0.0,
+                    seed=header.seed,
+                ),
+                payload,
+            )
+            start = time.monotonic()
+            try:
+                reply, update = read_update(call(frames, timeout=request.deadline_s), site)
+            except grpc.RpcError as error:
+                code = error.code()
+                status = _STATUS_OF_CODE.get(code, SiteStatus.FAILED)
+                return SiteReport(site, status, message=f"{code.name}: {error.details()}")
+            except PowerTripError as error:
+                return SiteReport(site, SiteStatus.REJECTED, message=str(error))
+            elapsed = time.monotonic() - start
+            params: Params = decode_params(update, site)  # type: ignore[assignment]
+            return SiteReport(
+                site,
+                SiteStatus.OK,
+                num_samples=int(reply.num_samples),
+                update=params,
+                compute_time_s=reply.compute_time_s,
+                communication_time_s=max(0.0, elapsed - reply.compute_time_s),
+                power_available_ratio=reply.power_available_ratio,
+            )
+
+        return _fan_out(request, train_one, self._pool)
+
+    def close(self) -> None:
+        """Close every channel and stop the worker threads."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()
