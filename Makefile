@@ -42,6 +42,7 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/selection.py
 	$(BIN)/python benchmarks/simulate.py
+	$(BIN)/python benchmarks/transfer.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
