@@ -4,6 +4,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import grpc
 import numpy as np
 import pytest
 
@@ -33,6 +34,17 @@ def make_worker(index: int, stop: threading.Event, slow: bool = False) -> SiteWo
     )
 
 
+def serve(workers: dict[str, SiteWorker]) -> tuple[list[grpc.Server], dict[str, str]]:
+    """Start a site server per worker on port 0; return the servers and their addresses."""
+    servers, addresses = [], {}
+    for site, worker in workers.items():
+        server, port = create_server(SiteServicer(SiteIdentity(site), worker))
+        server.start()
+        servers.append(server)
+        addresses[site] = f"127.0.0.1:{port}"
+    return servers, addresses
+
+
 @dataclass
 class Harness:
     """A SiteClient under test and the global model its sites expect."""
@@ -53,12 +65,7 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
         stop.set()
         client.close()
         return
-    servers, addresses = [], {}
-    for site, worker in workers.items():
-        server, port = create_server(SiteServicer(SiteIdentity(site), worker))
-        server.start()
-        servers.append(server)
-        addresses[site] = f"127.0.0.1:{port}"
+    servers, addresses = serve(workers)
     client = GrpcSiteClient(lambda: addresses, TRAINING)
     yield Harness(client, reference)
     stop.set()
@@ -114,12 +121,7 @@ def test_grpc_and_in_process_updates_are_identical() -> None:
     workers = {s: make_worker(i, stop) for i, s in enumerate(SITES[:2])}
     reference = dict(workers["site-0"].reference)
     local = InProcessSiteClient(workers, TRAINING)
-    servers, addresses = [], {}
-    for site, worker in workers.items():
-        server, port = create_server(SiteServicer(SiteIdentity(site), worker))
-        server.start()
-        servers.append(server)
-        addresses[site] = f"127.0.0.1:{port}"
+    servers, addresses = serve(workers)
     remote = GrpcSiteClient(lambda: addresses, TRAINING)
     try:
         a = {r.site_id: r for r in local.train(request(SITES[:2], reference))}
@@ -141,12 +143,7 @@ def test_round_loop_over_grpc_sites_improves_the_model() -> None:
     """The shared round loop, run against gRPC sites on a wall clock, trains the model."""
     stop = threading.Event()
     workers = {s: make_worker(i, stop) for i, s in enumerate(SITES)}
-    servers, addresses = [], {}
-    for site, worker in workers.items():
-        server, port = create_server(SiteServicer(SiteIdentity(site), worker))
-        server.start()
-        servers.append(server)
-        addresses[site] = f"127.0.0.1:{port}"
+    servers, addresses = serve(workers)
     table = SiteTable.from_arrays(
         SITES, distance_km=[10.0, 20.0, 30.0], bandwidth_bytes_per_s=1e9, gpus=4,
         gpu_power_w=700.0, power_available_ratio=1.0,
