@@ -66,16 +66,21 @@ class JobTraining:
 def _fan_out(
     request: TrainRequest, train_one: Callable[[str], SiteReport], pool: futures.Executor
 ) -> list[SiteReport]:
-    """Run `train_one` for every selected site at once; collect one report per site."""
+    """Run `train_one` for every selected site at once and collect one report per site:
+    sites still running at the round's deadline are LATE, and one whose path raised is
+    FAILED (a bug at one site must not sink the round)."""
     pending = {pool.submit(train_one, site): site for site in request.site_ids}
+    done, running = futures.wait(pending, timeout=request.deadline_s)
     reports = []
-    for future in futures.as_completed(pending):
-        site = pending[future]
+    for future in done:
         try:
             reports.append(future.result())
-        except Exception as error:  # a bug in one site's path must not sink the round
-            log.exception("site %s failed", site)
-            reports.append(SiteReport(site, SiteStatus.FAILED, message=repr(error)))
+        except Exception as error:
+            log.exception("site %s failed", pending[future])
+            reports.append(SiteReport(pending[future], SiteStatus.FAILED, message=repr(error)))
+    for future in running:
+        future.cancel()
+        reports.append(SiteReport(pending[future], SiteStatus.LATE, message="missed the deadline"))
     return reports
 
 
@@ -108,25 +113,11 @@ class InProcessSiteClient:
                 power_available_ratio=result.power_available_ratio,
             )
 
-        return _with_deadline(request, train_one, self._pool)
+        return _fan_out(request, train_one, self._pool)
 
     def close(self) -> None:
         """Stop the worker threads."""
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _with_deadline(
-    request: TrainRequest, train_one: Callable[[str], SiteReport], pool: futures.Executor
-) -> list[SiteReport]:
-    if request.deadline_s is None:
-        return _fan_out(request, train_one, pool)
-    pending = {pool.submit(train_one, site): site for site in request.site_ids}
-    done, late = futures.wait(pending, timeout=request.deadline_s)
-    reports = [f.result() for f in done]
-    for future in late:
-        future.cancel()
-        reports.append(SiteReport(pending[future], SiteStatus.LATE, message="missed the deadline"))
-    return reports
 
 
 class GrpcSiteClient:
