@@ -24,7 +24,7 @@ from typing import Any
 from powertrip.errors import InvalidSiteError, InvalidValueError, SitesFileError
 from powertrip.model.equations import BandwidthLaw
 from powertrip.model.sites import Site, SiteTable
-from powertrip.model.units import KM_PER_MILE
+from powertrip.model.units import miles_to_km
 from powertrip.yaml_text import parse_yaml
 
 _SITE_FIELDS = {
@@ -100,7 +100,7 @@ def _site(index: int, entry: Any, law: BandwidthLaw, source: str) -> Site:
     distance_field = "distance_km" if "distance_km" in entry else "distance_miles"
     distance_km = _number(entry, distance_field, where)
     if distance_field == "distance_miles":
-        distance_km *= KM_PER_MILE
+        distance_km = miles_to_km(distance_km)
     for required in ("gpus", "gpu_power_w", "power_available_ratio"):
         if required not in entry:
             raise SitesFileError(f"{where}: missing field {required!r}")

@@ -44,6 +44,7 @@ def simulate(
 ) -> None:
     """Run real federated training over emulated sites in simulated time; write results.json,
     report.md and plots. Ctrl-C keeps every finished run; running again resumes."""
+    from powertrip.rounds import JobState
     from powertrip.sim.experiment import ExperimentError, load_experiment, parse_experiment
     from powertrip.sim.report import write_report
     from powertrip.sim.runner import ResultsStore, WorldBuilder, plan_runs, run_one
@@ -79,10 +80,8 @@ def simulate(
                 label = f"seed {spec.seed} {spec.label}"
                 progress.update(task, description=label)
 
-                def on_round(state: object, label: str = label) -> None:
-                    records = getattr(state, "records", ())
-                    accuracy = records[-1].accuracy if records else 0.0
-                    text = f"{label}: round {len(records)} acc {accuracy:.3f}"
+                def on_round(state: JobState, label: str = label) -> None:
+                    text = f"{label}: round {len(state.records)} acc {state.accuracy:.3f}"
                     progress.update(task, description=text)
 
                 store.add(run_one(config, spec, builder.world(spec.seed), on_round))

@@ -6,8 +6,13 @@ for `GiB` (2**30 bytes); a bare number is bytes.
 
 import math
 import re
+from typing import TypeVar
+
+import numpy as np
 
 from powertrip.errors import InvalidValueError
+
+ArrayT = TypeVar("ArrayT", float, np.ndarray)
 
 KM_PER_MILE = 1.609344
 FIBRE_SPEED_M_PER_S = 2.0e8
@@ -55,6 +60,6 @@ def format_size_bytes(size_bytes: float) -> str:
     return f"{size_bytes:.0f} B"
 
 
-def miles_to_km(miles: float) -> float:
-    """Convert statute miles to kilometres."""
+def miles_to_km(miles: ArrayT) -> ArrayT:
+    """Convert statute miles (a number or an array) to kilometres."""
     return miles * KM_PER_MILE

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ class PolicySummary:
     """One row of the report: a policy at one update size, over seeds."""
 
     label: str
+    policy: dict[str, Any]
     update_size_bytes: float
     tta_hours: list[float]
     rounds: list[int]
@@ -53,6 +55,7 @@ def _summary(label: str, size: float, runs: list[dict[str, Any]]) -> PolicySumma
     runs = sorted(runs, key=lambda r: r["seed"])
     return PolicySummary(
         label=label,
+        policy=runs[0]["policy"],
         update_size_bytes=size,
         tta_hours=[_hours(r) for r in runs],
         rounds=[r["rounds"] for r in runs],
@@ -99,11 +102,22 @@ def summarize(results: dict[str, Any]) -> list[PolicySummary]:
     return rows
 
 
-def _find(rows: list[PolicySummary], size: float, prefix: str) -> PolicySummary | None:
-    for row in rows:
-        if row.update_size_bytes == size and row.label.startswith(prefix):
-            return row
-    return None
+def _find(
+    rows: list[PolicySummary], size: float, matches: Callable[[PolicySummary], bool]
+) -> PolicySummary | None:
+    return next((r for r in rows if r.update_size_bytes == size and matches(r)), None)
+
+
+def _is_static_optimal(row: PolicySummary) -> bool:
+    return row.label.startswith(STATIC_OPTIMAL)
+
+
+def _is_centralized_25(row: PolicySummary) -> bool:
+    """The centralized baseline at 25% power, whatever its label."""
+    policy = row.policy
+    return (
+        policy.get("name") == "centralized" and float(policy.get("power_cap_ratio", 0.25)) == 0.25
+    )
 
 
 def _ratio(value: float, reference: PolicySummary | None) -> str:
@@ -123,8 +137,8 @@ def markdown_table(rows: list[PolicySummary], seeds: int) -> str:
         at_size = sorted(
             (r for r in rows if r.update_size_bytes == size), key=lambda r: r.median_hours
         )
-        optimal = _find(rows, size, STATIC_OPTIMAL)
-        central = _find(rows, size, "centralized-25")
+        optimal = _find(rows, size, _is_static_optimal)
+        central = _find(rows, size, _is_centralized_25)
         lines += [
             f"### Update size {format_size_bytes(size)}",
             "",

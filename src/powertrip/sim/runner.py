@@ -21,7 +21,7 @@ import numpy as np
 
 from powertrip.model.equations import BandwidthLaw
 from powertrip.model.sites import SiteTable
-from powertrip.model.units import KM_PER_MILE
+from powertrip.model.units import miles_to_km
 from powertrip.rounds import JobSettings, JobState, RoundLoop, SimulatedClock
 from powertrip.selection import build_policy
 from powertrip.sim import partition
@@ -114,9 +114,9 @@ class WorldBuilder:
             miles = rng.uniform(law.min_miles, law.max_miles, n)
         else:
             miles = np.exp(rng.uniform(np.log(law.min_miles), np.log(law.max_miles), n))
-        distance_km = miles * KM_PER_MILE
+        distance_km = miles_to_km(miles)
         bandwidth = BandwidthLaw(
-            config.sites.bandwidth_max_bytes_per_s, config.sites.bandwidth_knee_miles * KM_PER_MILE
+            config.sites.bandwidth_max_bytes_per_s, miles_to_km(config.sites.bandwidth_knee_miles)
         ).bandwidth_bytes_per_s(distance_km)
         sites = SiteTable.from_arrays(
             [f"site-{i:03d}" for i in range(n)],
