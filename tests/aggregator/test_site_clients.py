@@ -11,7 +11,14 @@ import pytest
 from powertrip.aggregator.clock import WallClock
 from powertrip.aggregator.site_clients import GrpcSiteClient, InProcessSiteClient, JobTraining
 from powertrip.model.sites import SiteTable
-from powertrip.rounds import JobSettings, RoundLoop, SiteStatus, TrainRequest
+from powertrip.rounds import (
+    JobSettings,
+    RoundLoop,
+    SiteClient,
+    SiteReport,
+    SiteStatus,
+    TrainRequest,
+)
 from powertrip.selection import AllSites
 from powertrip.sim.world import TorchEvaluator
 from powertrip.site.power import ConstantPowerSource
@@ -74,6 +81,13 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
         server.stop(grace=None).wait(5)
 
 
+def collect(client: SiteClient, round_request: TrainRequest) -> list[SiteReport]:
+    """The reports a client delivers for one round (a copy: late deliveries come after)."""
+    reports: list[SiteReport] = []
+    client.train(round_request, reports.append)
+    return list(reports)
+
+
 def request(
     sites: tuple[str, ...], params: dict[str, np.ndarray], deadline: float | None = 30.0
 ) -> TrainRequest:
@@ -83,7 +97,7 @@ def request(
 
 def test_selected_sites_train_and_report(harness: Harness) -> None:
     """Every selected site returns an OK update of the model's tensors and its sample count."""
-    reports = {r.site_id: r for r in harness.client.train(request(SITES[:2], harness.reference))}
+    reports = {r.site_id: r for r in collect(harness.client, request(SITES[:2], harness.reference))}
     assert set(reports) == {"site-0", "site-1"}
     for report in reports.values():
         assert report.status is SiteStatus.OK
@@ -95,7 +109,9 @@ def test_selected_sites_train_and_report(harness: Harness) -> None:
 
 def test_a_site_past_the_deadline_is_late_and_the_rest_report(harness: Harness) -> None:
     """The slow site is reported LATE at the deadline; the others are OK."""
-    reports = {r.site_id: r for r in harness.client.train(request(SITES, harness.reference, 5.0))}
+    reports = {
+        r.site_id: r for r in collect(harness.client, request(SITES, harness.reference, 5.0))
+    }
     assert reports["site-2"].status is SiteStatus.LATE
     assert reports["site-0"].status is reports["site-1"].status is SiteStatus.OK
 
@@ -103,29 +119,31 @@ def test_a_site_past_the_deadline_is_late_and_the_rest_report(harness: Harness) 
 def test_a_model_that_does_not_fit_is_rejected(harness: Harness) -> None:
     """A global model of the wrong shape is refused by the site: REJECTED, not OK."""
     bad = {**harness.reference, next(iter(harness.reference)): np.zeros((1, 1), np.float32)}
-    (report,) = harness.client.train(request(("site-0",), bad))
+    (report,) = collect(harness.client, request(("site-0",), bad))
     assert report.status is SiteStatus.REJECTED
     assert report.update is None
 
 
 def test_an_unknown_site_fails(harness: Harness) -> None:
     """A site the client cannot reach is FAILED, with a reason."""
-    (report,) = harness.client.train(request(("site-9",), harness.reference))
+    (report,) = collect(harness.client, request(("site-9",), harness.reference))
     assert report.status is SiteStatus.FAILED
     assert report.message
 
 
-def test_grpc_and_in_process_updates_are_identical() -> None:
-    """The transport changes nothing: the same round gives bit-identical updates."""
+@pytest.mark.parametrize("buffered_updates", [1.0, 0.0, None], ids=["budget", "spooled", "memory"])
+def test_grpc_and_in_process_updates_are_identical(buffered_updates: float | None) -> None:
+    """The transport changes nothing: the same round gives bit-identical updates, whether
+    they are received in memory or spooled to files beyond the memory budget."""
     stop = threading.Event()
     workers = {s: make_worker(i, stop) for i, s in enumerate(SITES[:2])}
     reference = dict(workers["site-0"].reference)
     local = InProcessSiteClient(workers, TRAINING)
     servers, addresses = serve(workers)
-    remote = GrpcSiteClient(lambda: addresses, TRAINING)
+    remote = GrpcSiteClient(lambda: addresses, TRAINING, buffered_updates=buffered_updates)
     try:
-        a = {r.site_id: r for r in local.train(request(SITES[:2], reference))}
-        b = {r.site_id: r for r in remote.train(request(SITES[:2], reference))}
+        a = {r.site_id: r for r in collect(local, request(SITES[:2], reference))}
+        b = {r.site_id: r for r in collect(remote, request(SITES[:2], reference))}
         for site in SITES[:2]:
             local_update, remote_update = a[site].update, b[site].update
             assert local_update is not None

@@ -1,13 +1,13 @@
 """The shared round loop against fake sites: aggregation, drops, rejections, time, stop rule."""
 
-from collections.abc import Sequence
-
 import numpy as np
 import pytest
 
 from powertrip.model.sites import SiteTable
 from powertrip.rounds import (
+    Deliver,
     JobSettings,
+    RoundFold,
     RoundLoop,
     SimulatedClock,
     SiteReport,
@@ -44,10 +44,12 @@ class ScriptedSites:
         self.reports = reports
         self.requests: list[TrainRequest] = []
 
-    def train(self, request: TrainRequest) -> Sequence[SiteReport]:
+    def train(self, request: TrainRequest, deliver: Deliver) -> None:
         self.requests.append(request)
         self.clock.advance(10.0)
-        return [self.reports[s] for s in request.site_ids if s in self.reports]
+        for site in request.site_ids:
+            if site in self.reports:
+                deliver(self.reports[site])
 
 
 class MeanEvaluator:
@@ -167,3 +169,20 @@ def test_settings_are_checked() -> None:
         JobSettings(1e9, target_accuracy=0.5, max_rounds=3, round_deadline_s=0)
     with pytest.raises(ValueError, match="clock"):
         SimulatedClock().advance(-1)
+
+
+def test_the_fold_ignores_repeats_and_anything_after_it_closed() -> None:
+    """A site delivered LATE at the deadline cannot slip its update in afterwards, and a
+    second report for a site is ignored; accepted reports are kept without their updates."""
+    reference = {"w": np.zeros(2, np.float32)}
+    fold = RoundFold(reference, ("a", "b", "c"))
+    fold.deliver(ok("a", 1.0, 1))
+    fold.deliver(ok("a", 9.0, 1))
+    fold.deliver(SiteReport("b", SiteStatus.LATE, message="missed the deadline"))
+    accepted, dropped = fold.close()
+    fold.deliver(ok("b", 5.0, 1))
+    fold.deliver(ok("c", 5.0, 1))
+    assert [r.site_id for r in accepted] == ["a"]
+    assert accepted[0].update is None
+    assert dropped == [("b", "late: missed the deadline"), ("c", "failed: no report")]
+    np.testing.assert_array_equal(fold.average.result()["w"], [1.0, 1.0])

@@ -44,7 +44,7 @@ def site() -> Iterator[tuple[grpc.Channel, SiteWorker]]:
 
 def call_train(
     channel: grpc.Channel, frames: Iterator[bytes]
-) -> tuple[site_pb2.UpdateHeader, bytearray]:
+) -> tuple[site_pb2.UpdateHeader, memoryview]:
     """Run the Train method with raw frames."""
     train = channel.stream_stream(
         TRAIN_METHOD, request_serializer=raw_frames, response_deserializer=raw_frames

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load
 
+from powertrip.errors import InvalidValueError
 from powertrip.fl import InvalidUpdateError
 from powertrip.proto.v1 import site_pb2
 from powertrip.transport.payload import decode_params, encode_params
@@ -22,7 +23,7 @@ PARAMS: dict[str, np.ndarray] = {
 
 def test_round_trip_matches_the_safetensors_library() -> None:
     """What we encode the library reads, and what we decode equals what the library reads."""
-    payload = encode_params(PARAMS)
+    payload = encode_params(PARAMS).tobytes()
     reference = load(payload)
     decoded = decode_params(payload, "site-1")
     assert sorted(decoded) == sorted(PARAMS)
@@ -30,6 +31,26 @@ def test_round_trip_matches_the_safetensors_library() -> None:
         np.testing.assert_array_equal(decoded[name], array)
         assert decoded[name].dtype == reference[name].dtype == array.dtype
         assert not decoded[name].flags.writeable  # views over the received buffer
+
+
+def test_encoding_views_the_tensors_and_handles_odd_layouts() -> None:
+    """Contiguous tensors are sent from their own memory; transposed, big-endian and 0-d
+    arrays still encode to what the library reads back; unsupported dtypes are refused."""
+    contiguous = np.arange(6, dtype=np.float32)
+    odd = {
+        "t": np.arange(6, dtype=np.float32).reshape(2, 3).T,
+        "be": np.arange(3, dtype=">i4"),
+        "scalar": np.array(2.5, dtype=np.float64),
+        "empty": np.zeros((0, 3), np.float32),
+    }
+    payload = encode_params({"c": contiguous})
+    assert np.shares_memory(np.frombuffer(payload.segments[1], np.float32), contiguous)
+    loaded = load(encode_params(odd).tobytes())
+    for name, array in odd.items():
+        np.testing.assert_array_equal(loaded[name], array)
+        assert loaded[name].shape == array.shape
+    with pytest.raises(InvalidValueError, match=r"'z'.*complex64"):
+        encode_params({"z": np.zeros(2, np.complex64)})
 
 
 def raw(header: dict[str, object], data: bytes) -> bytes:

@@ -1,8 +1,9 @@
 """The round loop shared by the simulator and the aggregator service (DESIGN §4)."""
 
 from powertrip.rounds.clock import Clock, SimulatedClock
-from powertrip.rounds.loop import JobSettings, JobState, RoundLoop, RoundRecord
+from powertrip.rounds.loop import JobSettings, JobState, RoundFold, RoundLoop, RoundRecord
 from powertrip.rounds.protocols import (
+    Deliver,
     Evaluator,
     ProfileSource,
     SiteClient,
@@ -13,10 +14,12 @@ from powertrip.rounds.protocols import (
 
 __all__ = [
     "Clock",
+    "Deliver",
     "Evaluator",
     "JobSettings",
     "JobState",
     "ProfileSource",
+    "RoundFold",
     "RoundLoop",
     "RoundRecord",
     "SimulatedClock",

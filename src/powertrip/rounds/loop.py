@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -131,7 +132,9 @@ class RoundLoop:
         evaluator: Evaluator,
         clock: Clock,
         settings: JobSettings,
+        accumulate_dtype: type[np.floating] = np.float64,
     ) -> None:
+        self.accumulate_dtype = accumulate_dtype
         self.policy = policy
         self.profiles = profiles
         self.sites = sites
@@ -175,7 +178,8 @@ class RoundLoop:
         if selection.power_cap_ratio is not None:
             power = np.minimum(power, selection.power_cap_ratio)
 
-        reports = self.sites.train(
+        fold = RoundFold(state.global_params, selected_ids, self.accumulate_dtype)
+        self.sites.train(
             TrainRequest(
                 round_index=round_index,
                 site_ids=selected_ids,
@@ -183,11 +187,12 @@ class RoundLoop:
                 deadline_s=self.settings.round_deadline_s,
                 power_cap_ratio=selection.power_cap_ratio,
                 centralized=selection.centralized,
-            )
+            ),
+            fold.deliver,
         )
-        average, accepted, dropped = self._fold(state.global_params, selected_ids, reports)
+        accepted, dropped = fold.close()
         end_s = self.clock.now()
-        new_params = average.result() if accepted else state.global_params
+        new_params = fold.average.result() if accepted else state.global_params
         accuracy = self.evaluator.accuracy(new_params) if accepted else state.accuracy
         record = RoundRecord(
             round_index=round_index,
@@ -207,25 +212,47 @@ class RoundLoop:
         records = (*state.records, record)
         return dataclasses.replace(state, global_params=new_params, records=records)
 
-    @staticmethod
-    def _fold(
-        global_params: Params, selected: tuple[str, ...], reports: Sequence[SiteReport]
-    ) -> tuple[StreamingFedAvg, list[SiteReport], list[tuple[str, str]]]:
-        """Check each report and fold the good ones: the average, accepted and dropped sites."""
-        average = StreamingFedAvg(global_params)
-        accepted: list[SiteReport] = []
-        dropped: list[tuple[str, str]] = []
-        seen: set[str] = set()
-        for report in reports:
-            if report.site_id not in selected or report.site_id in seen:
+
+class RoundFold:
+    """One round's aggregation: checks each report as it is delivered and folds the good ones.
+
+    Thread-safe: site clients deliver from their own threads. A report for a site that was not
+    selected, a second report for a site, and anything delivered after `close` are ignored
+    (a site reported LATE at the deadline cannot sneak its update in afterwards). Accepted
+    reports are kept without their updates, so memory stays at one running sum.
+    """
+
+    def __init__(
+        self,
+        global_params: Params,
+        selected: tuple[str, ...],
+        accumulate_dtype: type[np.floating] = np.float64,
+    ) -> None:
+        self.reference = global_params
+        self.selected = frozenset(selected)
+        self.order = selected
+        self.average = StreamingFedAvg(global_params, accumulate_dtype)
+        self._accepted: list[SiteReport] = []
+        self._dropped: list[tuple[str, str]] = []
+        self._seen: set[str] = set()
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def deliver(self, report: SiteReport) -> None:
+        """Check `report` and fold its update into the average, or record why it is dropped."""
+        with self._lock:
+            if self._closed:
+                log.info("ignoring a report from %r after the round closed", report.site_id)
+                return
+            if report.site_id not in self.selected or report.site_id in self._seen:
                 log.warning("ignoring an unrequested or repeated report from %r", report.site_id)
-                continue
-            seen.add(report.site_id)
+                return
+            self._seen.add(report.site_id)
             if report.status is not SiteStatus.OK or report.update is None:
-                dropped.append((report.site_id, f"{report.status}: {report.message}".strip()))
-                continue
+                self._dropped.append((report.site_id, f"{report.status}: {report.message}".strip()))
+                return
             try:
-                check_update(global_params, report.update, report.site_id)
+                check_update(self.reference, report.update, report.site_id)
                 if not (math.isfinite(report.num_samples) and report.num_samples > 0):
                     raise InvalidUpdateError(
                         f"update from site {report.site_id!r}: sample count must be > 0, "
@@ -233,9 +260,15 @@ class RoundLoop:
                     )
             except InvalidUpdateError as error:
                 log.warning("rejected update: %s", error)
-                dropped.append((report.site_id, f"{SiteStatus.REJECTED}: {error}"))
-                continue
-            average.add(report.update, report.num_samples)
-            accepted.append(report)
-        dropped.extend((s, "failed: no report") for s in selected if s not in seen)
-        return average, accepted, dropped
+                self._dropped.append((report.site_id, f"{SiteStatus.REJECTED}: {error}"))
+                return
+            self.average.add(report.update, report.num_samples)
+            self._accepted.append(dataclasses.replace(report, update=None))
+
+    def close(self) -> tuple[list[SiteReport], list[tuple[str, str]]]:
+        """End the round: the accepted reports (without updates) and the dropped sites with
+        their reasons, a site that never reported included."""
+        with self._lock:
+            self._closed = True
+            missing = [(s, "failed: no report") for s in self.order if s not in self._seen]
+            return list(self._accepted), [*self._dropped, *missing]

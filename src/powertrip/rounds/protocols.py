@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -66,11 +66,18 @@ class ProfileSource(Protocol):
         ...
 
 
+Deliver = Callable[[SiteReport], None]
+"""Where a `SiteClient` hands each report as soon as it has it (any thread, any order)."""
+
+
 class SiteClient(Protocol):
     """Runs a round's local training at the selected sites."""
 
-    def train(self, request: TrainRequest) -> Sequence[SiteReport]:
-        """One report per requested site, in any order."""
+    def train(self, request: TrainRequest, deliver: Deliver) -> None:
+        """Hand one report per requested site to `deliver` as each arrives, and return once
+        every site has reported or the round's deadline has passed (a site still running
+        then is delivered LATE). Updates are folded on delivery, so a client that lets go of
+        each update after delivering it keeps the round's memory at O(model)."""
         ...
 
 

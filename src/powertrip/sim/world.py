@@ -23,7 +23,7 @@ from torch import nn
 from powertrip.fl.params import Params
 from powertrip.model.equations import communication_time_s
 from powertrip.model.sites import SiteTable
-from powertrip.rounds import SimulatedClock, SiteReport, SiteStatus, TrainRequest
+from powertrip.rounds import Deliver, SimulatedClock, SiteReport, SiteStatus, TrainRequest
 from powertrip.sim.power import PowerSource
 from powertrip.sim.training import BatchedTrainer, accuracy
 
@@ -87,7 +87,7 @@ class SimulatedSites:
         self.seed = seed
         self._shard = {site_id: i for i, site_id in enumerate(profiles.sites.site_ids)}
 
-    def train(self, request: TrainRequest) -> list[SiteReport]:
+    def train(self, request: TrainRequest, deliver: Deliver) -> None:
         """Train every selected site that finishes in time; advance the clock by the round."""
         candidates = self.profiles.sites_at(self.clock.now())
         row = {site_id: i for i, site_id in enumerate(candidates.site_ids)}
@@ -128,7 +128,6 @@ class SimulatedSites:
         )
         self.clock.advance(float(total_s.max()) if on_time.all() else float(deadline or 0.0))
 
-        reports = []
         position = {int(site): j for j, site in enumerate(chosen)}
         for i, site_id in enumerate(request.site_ids):
             report = SiteReport(
@@ -148,8 +147,7 @@ class SimulatedSites:
             else:
                 message = f"needs {total_s[i]:.1f} s, deadline {deadline} s"
                 report = dataclasses.replace(report, status=SiteStatus.LATE, message=message)
-            reports.append(report)
-        return reports
+            deliver(report)
 
 
 class TorchEvaluator:

@@ -2,11 +2,14 @@
 
 Payloads are safetensors (an 8-byte little-endian header length, a JSON header of names,
 dtypes, shapes and data offsets, then raw little-endian data): nothing received from the
-network is ever unpickled or executed. Encoding uses the safetensors library. Decoding reads
-the format directly and returns numpy views over the received buffer instead of the library's
-two full copies (each copy of a GiB costs over a second on our machines); it checks every
-header field, that the tensors tile the data exactly, and the declared payload size, and a
-malformed payload is an `InvalidUpdateError`, so a round can reject it and go on.
+network is ever unpickled or executed. Both directions work on the format directly, where the
+safetensors library would copy: encoding returns a `Payload`, the header plus a view of each
+tensor's memory, which the stream framing reads without ever joining (an aggregator sending a
+GiB model holds no second GiB); decoding returns numpy views over the received buffer instead
+of the library's two full copies (each copy of a GiB costs over a second on our machines). It
+checks every header field, that the tensors tile the data exactly, and the declared payload
+size; a malformed payload is an `InvalidUpdateError`, so a round can reject it and go on.
+Tests check both directions against the library.
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from safetensors.numpy import save
 
+from powertrip.errors import InvalidValueError
 from powertrip.fl.params import InvalidUpdateError
 
 DEFAULT_CHUNK_BYTES = 4 * 2**20
@@ -27,9 +31,58 @@ DEFAULT_CHUNK_BYTES = 4 * 2**20
 16 and 64 MiB chunks are slower (their copies no longer fit the caches)."""
 
 
-def encode_params(params: Mapping[str, NDArray[np.generic]]) -> bytes:
-    """Named arrays as one safetensors payload."""
-    return save({name: np.ascontiguousarray(array) for name, array in params.items()})
+Buffer = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True)
+class Payload:
+    """A safetensors file as consecutive segments: the header, then each tensor's bytes."""
+
+    segments: tuple[memoryview, ...]
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the whole file."""
+        return sum(segment.nbytes for segment in self.segments)
+
+    def tobytes(self) -> bytes:
+        """The file as one bytes object (a copy: for tests and small payloads)."""
+        return b"".join(self.segments)
+
+    @classmethod
+    def of(cls, data: Buffer | Payload) -> Payload:
+        """`data` as a payload (raw bytes become one segment)."""
+        return data if isinstance(data, Payload) else cls((memoryview(data).cast("B"),))
+
+
+def encode_params(params: Mapping[str, NDArray[np.generic]]) -> Payload:
+    """Named arrays as a safetensors payload viewing their memory (copied only when an array
+    is not C-contiguous little-endian)."""
+    codes = {dtype: code for code, dtype in _DTYPES.items()}
+    header: dict[str, dict[str, Any]] = {}
+    data: list[memoryview] = []
+    offset = 0
+    for name, value in params.items():
+        array = np.asarray(value)
+        dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype
+        code = codes.get(dtype)
+        if code is None:
+            raise InvalidValueError(
+                f"tensor {name!r}: dtype {array.dtype} cannot be sent; "
+                f"supported: {', '.join(str(d) for d in codes)}"
+            )
+        array = np.require(array.astype(dtype, copy=False), requirements="C")
+        header[name] = {
+            "dtype": code,
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + array.nbytes],
+        }
+        offset += array.nbytes
+        if array.nbytes:
+            data.append(array.reshape(-1).view(np.uint8).data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the format pads the header to 8-byte alignment
+    return Payload((memoryview(len(text).to_bytes(8, "little") + text), *data))
 
 
 _DTYPES: dict[str, np.dtype[Any]] = {
@@ -46,9 +99,7 @@ _DTYPES: dict[str, np.dtype[Any]] = {
 _MAX_HEADER_BYTES = 100 * 2**20
 
 
-def decode_params(
-    payload: bytes | bytearray | memoryview, source: str
-) -> dict[str, NDArray[np.generic]]:
+def decode_params(payload: Buffer, source: str) -> dict[str, NDArray[np.generic]]:
     """The arrays of a safetensors payload, as read-only views over it; `source` names the
     sender in errors."""
     view = memoryview(payload).cast("B")

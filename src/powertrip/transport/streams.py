@@ -18,7 +18,8 @@ from collections.abc import Iterable, Iterator
 
 from powertrip.fl.params import InvalidUpdateError
 from powertrip.proto.v1 import site_pb2
-from powertrip.transport.payload import DEFAULT_CHUNK_BYTES
+from powertrip.transport.buffers import Allocate, memory_buffer
+from powertrip.transport.payload import DEFAULT_CHUNK_BYTES, Buffer, Payload
 
 GRPC_MESSAGE_LIMIT_BYTES = DEFAULT_CHUNK_BYTES + 2**20
 """Send/receive message limit for channels and servers: a chunk plus room for its framing."""
@@ -44,56 +45,72 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def _frames(
-    header: bytes, payload: bytes | bytearray | memoryview, chunk_bytes: int
-) -> Iterator[bytes]:
+def _frames(header: bytes, payload: Payload, chunk_bytes: int) -> Iterator[bytes]:
+    """The header frame, then data frames of `chunk_bytes` (the last one shorter) cut across
+    the payload's segments; each frame is built with one copy of its bytes."""
     yield header
-    view = memoryview(payload).cast("B")
-    for start in range(0, len(view), chunk_bytes):
-        piece = view[start : start + chunk_bytes]
-        yield b"".join((bytes((_DATA_TAG,)), _varint(len(piece)), piece))
+    pieces: list[memoryview] = []
+    size = 0
+    for segment in payload.segments:
+        view = segment.cast("B") if segment.format != "B" else segment
+        while len(view):
+            piece = view[: chunk_bytes - size]
+            view = view[len(piece) :]
+            pieces.append(piece)
+            size += len(piece)
+            if size == chunk_bytes:
+                yield b"".join((bytes((_DATA_TAG,)), _varint(size), *pieces))
+                pieces, size = [], 0
+    if size:
+        yield b"".join((bytes((_DATA_TAG,)), _varint(size), *pieces))
 
 
 def train_frames(
     header: site_pb2.TrainHeader,
-    payload: bytes | bytearray | memoryview,
+    payload: Buffer | Payload,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> Iterator[bytes]:
     """Aggregator -> site: the round's header (with the payload size), then the model."""
-    header.model_bytes = memoryview(payload).nbytes
-    yield from _frames(site_pb2.TrainChunk(header=header).SerializeToString(), payload, chunk_bytes)
+    whole = Payload.of(payload)
+    header.model_bytes = whole.nbytes
+    yield from _frames(site_pb2.TrainChunk(header=header).SerializeToString(), whole, chunk_bytes)
 
 
 def update_frames(
     header: site_pb2.UpdateHeader,
-    payload: bytes | bytearray | memoryview,
+    payload: Buffer | Payload,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> Iterator[bytes]:
     """Site -> aggregator: the update's header (with the payload size), then the update."""
-    header.update_bytes = memoryview(payload).nbytes
-    yield from _frames(
-        site_pb2.UpdateChunk(header=header).SerializeToString(), payload, chunk_bytes
-    )
+    whole = Payload.of(payload)
+    header.update_bytes = whole.nbytes
+    yield from _frames(site_pb2.UpdateChunk(header=header).SerializeToString(), whole, chunk_bytes)
 
 
-def read_train(frames: Iterable[bytes], source: str) -> tuple[site_pb2.TrainHeader, bytearray]:
-    """The header and payload of a Train request stream."""
+def read_train(
+    frames: Iterable[bytes], source: str, allocate: Allocate = memory_buffer
+) -> tuple[site_pb2.TrainHeader, memoryview]:
+    """The header and payload of a Train request stream; the payload lands in `allocate`'s
+    buffer."""
     iterator = iter(frames)
     first = site_pb2.TrainChunk.FromString(_first(iterator, source))
     if first.WhichOneof("part") != "header":
         raise InvalidUpdateError(f"stream from {source} does not start with a header")
     pieces = (_data(f, site_pb2.TrainChunk, source) for f in iterator)
-    return first.header, _collect(pieces, first.header.model_bytes, source)
+    return first.header, _collect(pieces, first.header.model_bytes, source, allocate)
 
 
-def read_update(frames: Iterable[bytes], source: str) -> tuple[site_pb2.UpdateHeader, bytearray]:
-    """The header and payload of a Train response stream."""
+def read_update(
+    frames: Iterable[bytes], source: str, allocate: Allocate = memory_buffer
+) -> tuple[site_pb2.UpdateHeader, memoryview]:
+    """The header and payload of a Train response stream; the payload lands in `allocate`'s
+    buffer."""
     iterator = iter(frames)
     first = site_pb2.UpdateChunk.FromString(_first(iterator, source))
     if first.WhichOneof("part") != "header":
         raise InvalidUpdateError(f"stream from {source} does not start with a header")
     pieces = (_data(f, site_pb2.UpdateChunk, source) for f in iterator)
-    return first.header, _collect(pieces, first.header.update_bytes, source)
+    return first.header, _collect(pieces, first.header.update_bytes, source, allocate)
 
 
 def _first(iterator: Iterator[bytes], source: str) -> bytes:
@@ -125,9 +142,11 @@ def _data(
     return memoryview(parsed.data)
 
 
-def _collect(pieces: Iterable[memoryview], declared: int, source: str) -> bytearray:
+def _collect(
+    pieces: Iterable[memoryview], declared: int, source: str, allocate: Allocate
+) -> memoryview:
     """Join pieces into a buffer of exactly the declared size."""
-    buffer = bytearray(declared)
+    buffer = allocate(declared)
     filled = 0
     for piece in pieces:
         end = filled + len(piece)
@@ -135,10 +154,10 @@ def _collect(pieces: Iterable[memoryview], declared: int, source: str) -> bytear
             raise InvalidUpdateError(
                 f"stream from {source} is larger than the {declared} bytes it declared"
             )
-        buffer[filled:end] = piece
+        buffer.write(piece)
         filled = end
     if filled != declared:
         raise InvalidUpdateError(
             f"stream from {source} ended after {filled} of the {declared} bytes it declared"
         )
-    return buffer
+    return buffer.view()

@@ -1,10 +1,15 @@
 """`SiteClient`s of the aggregator: gRPC site workers, or workers in this process.
 
 Both run a round the same way: every selected site trains from the same global model with the
-job's local-training settings, concurrently; a site that fails is reported FAILED and one
-that misses the round's deadline LATE, and the round goes on with the rest. The gRPC client
-encodes the global model once per round and streams it to every site; it measures each
-site's communication time as the call's wall time minus the compute time the site reports.
+job's local-training settings, concurrently; each report is delivered from the thread that
+received it as soon as it is complete; a site that fails is reported FAILED and one that
+misses the round's deadline LATE, and the round goes on with the rest.
+
+The gRPC client encodes the global model once per round as views of its tensors and streams
+it to every site; it measures each site's communication time as the call's wall time minus
+the compute time the site reports. Received updates stay in memory up to a budget (by
+default one model's size) and spool to temporary files beyond it, so the aggregator's memory
+is O(model) however many sites report at once (benchmarks/aggregate_memory.py).
 """
 
 from __future__ import annotations
@@ -12,17 +17,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent import futures
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
 from powertrip.errors import PowerTripError
 from powertrip.fl.params import Params
 from powertrip.proto.v1 import site_pb2
-from powertrip.rounds import SiteReport, SiteStatus, TrainRequest
+from powertrip.rounds import Deliver, SiteReport, SiteStatus, TrainRequest
 from powertrip.site.worker import SiteWorker, TrainOrder
+from powertrip.transport.buffers import Allocate, ReceiveBudget
 from powertrip.transport.payload import decode_params, encode_params
 from powertrip.transport.streams import (
     GRPC_OPTIONS,
@@ -63,25 +70,29 @@ class JobTraining:
         )
 
 
+TrainOne = Callable[[str, Deliver], None]
+"""Trains one site and delivers its report."""
+
+
 def _fan_out(
-    request: TrainRequest, train_one: Callable[[str], SiteReport], pool: futures.Executor
-) -> list[SiteReport]:
-    """Run `train_one` for every selected site at once and collect one report per site:
-    sites still running at the round's deadline are LATE, and one whose path raised is
-    FAILED (a bug at one site must not sink the round)."""
-    pending = {pool.submit(train_one, site): site for site in request.site_ids}
-    done, running = futures.wait(pending, timeout=request.deadline_s)
-    reports = []
-    for future in done:
+    request: TrainRequest, train_one: TrainOne, pool: futures.Executor, deliver: Deliver
+) -> None:
+    """Run `train_one` for every selected site at once, each delivering its own report; at
+    the round's deadline, sites still running are delivered LATE, and one whose path raised
+    is FAILED (a bug at one site must not sink the round)."""
+
+    def run(site: str) -> None:
         try:
-            reports.append(future.result())
+            train_one(site, deliver)
         except Exception as error:
-            log.exception("site %s failed", pending[future])
-            reports.append(SiteReport(pending[future], SiteStatus.FAILED, message=repr(error)))
+            log.exception("site %s failed", site)
+            deliver(SiteReport(site, SiteStatus.FAILED, message=repr(error)))
+
+    pending = {pool.submit(run, site): site for site in request.site_ids}
+    _, running = futures.wait(pending, timeout=request.deadline_s)
     for future in running:
         future.cancel()
-        reports.append(SiteReport(pending[future], SiteStatus.LATE, message="missed the deadline"))
-    return reports
+        deliver(SiteReport(pending[future], SiteStatus.LATE, message="missed the deadline"))
 
 
 class InProcessSiteClient:
@@ -92,28 +103,32 @@ class InProcessSiteClient:
         self.training = training
         self._pool = futures.ThreadPoolExecutor(max_workers=max(1, len(self.workers)))
 
-    def train(self, request: TrainRequest) -> Sequence[SiteReport]:
+    def train(self, request: TrainRequest, deliver: Deliver) -> None:
         """Every selected worker trains; a deadline makes slower ones LATE."""
         order = self.training.order(request)
 
-        def train_one(site: str) -> SiteReport:
+        def train_one(site: str, deliver: Deliver) -> None:
             worker = self.workers.get(site)
             if worker is None:
-                return SiteReport(site, SiteStatus.FAILED, message="unknown site")
+                deliver(SiteReport(site, SiteStatus.FAILED, message="unknown site"))
+                return
             try:
                 result = worker.train(order, request.global_params, "aggregator")
             except PowerTripError as error:
-                return SiteReport(site, SiteStatus.REJECTED, message=str(error))
-            return SiteReport(
-                site,
-                SiteStatus.OK,
-                num_samples=result.num_samples,
-                update=result.update,
-                compute_time_s=result.compute_time_s,
-                power_available_ratio=result.power_available_ratio,
+                deliver(SiteReport(site, SiteStatus.REJECTED, message=str(error)))
+                return
+            deliver(
+                SiteReport(
+                    site,
+                    SiteStatus.OK,
+                    num_samples=result.num_samples,
+                    update=result.update,
+                    compute_time_s=result.compute_time_s,
+                    power_available_ratio=result.power_available_ratio,
+                )
             )
 
-        return _fan_out(request, train_one, self._pool)
+        _fan_out(request, train_one, self._pool, deliver)
 
     def close(self) -> None:
         """Stop the worker threads."""
@@ -128,9 +143,15 @@ class GrpcSiteClient:
         addresses: Callable[[], Mapping[str, str]],
         training: JobTraining,
         max_parallel: int = 64,
+        buffered_updates: float | None = 1.0,
+        spool_dir: Path | None = None,
     ) -> None:
+        """`buffered_updates`: how many model-sized updates may sit in memory at once before
+        further ones spool to files in `spool_dir` (None: no limit)."""
         self.addresses = addresses
         self.training = training
+        self.buffered_updates = buffered_updates
+        self.spool_dir = spool_dir
         self._channels: dict[str, grpc.Channel] = {}
         self._lock = threading.Lock()
         self._pool = futures.ThreadPoolExecutor(max_workers=max_parallel)
@@ -141,13 +162,21 @@ class GrpcSiteClient:
                 self._channels[address] = grpc.insecure_channel(address, options=GRPC_OPTIONS)
             return self._channels[address]
 
-    def train(self, request: TrainRequest) -> Sequence[SiteReport]:
-        """Stream the global model to every selected site and collect the updates."""
+    def train(self, request: TrainRequest, deliver: Deliver) -> None:
+        """Stream the global model to every selected site and deliver the updates."""
         payload = encode_params(request.global_params)
         header = self.training.order(request)
         addresses = self.addresses()
+        budget = ReceiveBudget(
+            None if self.buffered_updates is None else int(self.buffered_updates * payload.nbytes),
+            self.spool_dir,
+        )
 
-        def train_one(site: str) -> SiteReport:
+        def train_one(site: str, deliver: Deliver) -> None:
+            with budget.buffers() as allocate:
+                deliver(receive(site, allocate))
+
+        def receive(site: str, allocate: Allocate) -> SiteReport:
             address = addresses.get(site)
             if address is None:
                 return SiteReport(site, SiteStatus.FAILED, message="no address for this site")
@@ -168,7 +197,9 @@ class GrpcSiteClient:
             )
             start = time.monotonic()
             try:
-                reply, update = read_update(call(frames, timeout=request.deadline_s), site)
+                reply, update = read_update(
+                    call(frames, timeout=request.deadline_s), site, allocate
+                )
             except grpc.RpcError as error:
                 code = error.code()
                 status = _STATUS_OF_CODE.get(code, SiteStatus.FAILED)
@@ -187,7 +218,7 @@ class GrpcSiteClient:
                 power_available_ratio=reply.power_available_ratio,
             )
 
-        return _fan_out(request, train_one, self._pool)
+        _fan_out(request, train_one, self._pool, deliver)
 
     def close(self) -> None:
         """Close every channel and stop the worker threads."""

@@ -24,7 +24,12 @@ from powertrip.fl.params import InvalidUpdateError
 from powertrip.proto.v1 import site_pb2
 from powertrip.site.power import PowerError
 from powertrip.site.worker import SiteWorker, TrainOrder
-from powertrip.transport.payload import DEFAULT_CHUNK_BYTES, decode_params, encode_params
+from powertrip.transport.payload import (
+    DEFAULT_CHUNK_BYTES,
+    Payload,
+    decode_params,
+    encode_params,
+)
 from powertrip.transport.streams import GRPC_OPTIONS, raw_frames, read_train, update_frames
 
 log = logging.getLogger(__name__)
@@ -111,7 +116,7 @@ class SiteServicer:
     def train(self, frames: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
         """Receive the global model, train, stream the update back."""
 
-        def run() -> tuple[site_pb2.UpdateHeader, bytes]:
+        def run() -> tuple[site_pb2.UpdateHeader, Payload]:
             peer = context.peer()
             header, payload = read_train(frames, peer)
             order = TrainOrder(
