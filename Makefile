@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/powertrip demo
+	$(BIN)/powertrip policies
 	$(BIN)/powertrip simulate --preset smoke --out out/smoke
 
 test: lint proto-check typecheck unit

@@ -11,6 +11,7 @@ Format (every field in the units its name says; see docs/sites-file.md):
         gpus: 8
         gpu_power_w: 700
         power_available_ratio: 0.8
+        address: 10.0.0.7:50051     # optional: where the aggregator reaches the site's service
 
 Every error names the file and, for a site, its position and id, and the field.
 """
@@ -35,6 +36,7 @@ _SITE_FIELDS = {
     "gpus",
     "gpu_power_w",
     "power_available_ratio",
+    "address",
 }
 _TOP_LEVEL = {"sites", "defaults", "bandwidth_law"}
 
@@ -46,6 +48,28 @@ def load_sites_file(path: Path) -> SiteTable:
     except OSError as error:
         raise SitesFileError(f"{path}: cannot read the sites file: {error.strerror}") from None
     return parse_sites(text, source=str(path))
+
+
+def load_site_addresses(path: Path) -> dict[str, str]:
+    """The sites of a sites file that name an address: site id -> host:port."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise SitesFileError(f"{path}: cannot read the sites file: {error.strerror}") from None
+    table = parse_sites(text, source=str(path))  # validates every site first
+    addresses = {}
+    for index, entry in enumerate(parse_yaml(text, str(path), SitesFileError)["sites"]):
+        if "address" not in entry:
+            continue
+        address = entry["address"]
+        host, sep, port = str(address).rpartition(":")
+        if not (isinstance(address, str) and sep and host and port.isdigit()):
+            raise SitesFileError(
+                f"{path}: site #{index} ({table.site_ids[index]!r}): address must be host:port, "
+                f"got {address!r}"
+            )
+        addresses[table.site_ids[index]] = address
+    return addresses
 
 
 def parse_sites(text: str, source: str = "<sites>") -> SiteTable:

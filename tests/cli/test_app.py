@@ -75,9 +75,9 @@ def test_malformed_setting_is_rejected(tmp_path: Path) -> None:
     assert "is not KEY=VALUE" in result.stderr
 
 
-def test_demo_compares_every_policy() -> None:
-    """The demo ranks the embedded example and shows each policy's first selection."""
-    result = powertrip("demo")
+def test_policies_compares_every_policy() -> None:
+    """`policies` ranks the embedded example and shows each policy's first selection."""
+    result = powertrip("policies")
     assert result.returncode == 0, result.stderr
     for name in ("powertrip", "static-k", "fixed-radius", "centralized", "random-k", "all"):
         assert name in result.stdout

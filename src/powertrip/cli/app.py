@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from powertrip.cli import local, services
 from powertrip.cli.console import make_console
 from powertrip.cli.ranking_table import ranking_table, select_once
 from powertrip.cli.simulate import report, simulate
@@ -71,7 +72,7 @@ def rank(
 
 
 @app.command()
-def demo(
+def policies(
     update_size: Annotated[str, typer.Option(help="Update size per transfer.")] = "1.5GB",
 ) -> None:
     """Show, on the embedded twelve-site example, which sites every policy picks and why."""
@@ -101,6 +102,11 @@ def demo(
 
 app.command()(simulate)
 app.command()(report)
+app.command()(services.site)
+app.command()(services.profiler)
+app.command()(services.aggregator)
+app.command()(local.up)
+app.command()(local.demo)
 
 
 def main() -> None:

@@ -12,17 +12,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from powertrip import metrics
 from powertrip.errors import PowerTripError
 from powertrip.fl.params import InvalidUpdateError
 from powertrip.proto.v1 import site_pb2
-from powertrip.site.power import PowerError
+from powertrip.site.power import PowerError, PowerReading
 from powertrip.site.worker import SiteWorker, TrainOrder
 from powertrip.transport.payload import (
     DEFAULT_CHUNK_BYTES,
@@ -30,7 +31,8 @@ from powertrip.transport.payload import (
     decode_params,
     encode_params,
 )
-from powertrip.transport.streams import GRPC_OPTIONS, raw_frames, read_train, update_frames
+from powertrip.transport.servers import build_server, unary
+from powertrip.transport.streams import raw_frames, read_train, update_frames
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = "powertrip.proto.v1.SiteService"
@@ -56,6 +58,29 @@ class SiteIdentity:
     gpu_power_w: float = 300.0
 
 
+class SiteActivity:
+    """Counters of the site's rounds, compute time and bytes moved."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+        self.compute_s = 0.0
+        self.received_bytes = 0
+        self.sent_bytes = 0
+        self._lock = threading.Lock()
+
+    def add(self, received_bytes: int, compute_s: float) -> None:
+        """A round trained on a model of `received_bytes`."""
+        with self._lock:
+            self.rounds += 1
+            self.compute_s += compute_s
+            self.received_bytes += received_bytes
+
+    def sent(self, size: int) -> None:
+        """An update of `size` bytes went back."""
+        with self._lock:
+            self.sent_bytes += size
+
+
 def _status_code(error: Exception) -> grpc.StatusCode | None:
     return next((code for kind, code in STATUS_OF if isinstance(error, kind)), None)
 
@@ -69,6 +94,7 @@ class SiteServicer:
         self._energy_lock = threading.Lock()
         self._energy_j = 0.0
         self._last_read_s = time.monotonic()
+        self.activity = SiteActivity()
 
     def _guard(self, context: grpc.ServicerContext, action: Callable[[], Reply]) -> Reply:
         try:
@@ -94,16 +120,21 @@ class SiteServicer:
             device=str(self.worker.device),
         )
 
-    def status(
-        self, request: site_pb2.StatusRequest, context: grpc.ServicerContext
-    ) -> site_pb2.SiteStatus:
-        """Power now, and the energy drawn since the server started."""
-        reading = self._guard(context, self.worker.read_power)
+    def read_power(self) -> tuple[PowerReading, float]:
+        """Power now, and the energy drawn since the server started (the draw integrated
+        between readings)."""
+        reading = self.worker.read_power()
         with self._energy_lock:
             now = time.monotonic()
             self._energy_j += reading.power_w * (now - self._last_read_s)
             self._last_read_s = now
-            energy = self._energy_j
+            return reading, self._energy_j
+
+    def status(
+        self, request: site_pb2.StatusRequest, context: grpc.ServicerContext
+    ) -> site_pb2.SiteStatus:
+        """Power now, and the energy drawn since the server started."""
+        reading, energy = self._guard(context, self.read_power)
         return site_pb2.SiteStatus(
             site_id=self.identity.site_id,
             power_available_ratio=reading.power_available_ratio,
@@ -128,6 +159,7 @@ class SiteServicer:
                 seed=header.seed,
             )
             result = self.worker.train(order, decode_params(payload, peer), peer)
+            self.activity.add(len(payload), result.compute_time_s)
             reply = site_pb2.UpdateHeader(
                 site_id=self.identity.site_id,
                 num_samples=result.num_samples,
@@ -138,6 +170,7 @@ class SiteServicer:
 
         reply, update = self._guard(context, run)
         yield from update_frames(reply, update)
+        self.activity.sent(update.nbytes)
 
     def echo(
         self, request: site_pb2.EchoRequest, context: grpc.ServicerContext
@@ -168,38 +201,70 @@ def create_server(
     servicer: SiteServicer, address: str = "127.0.0.1:0", max_workers: int = 8
 ) -> tuple[grpc.Server, int]:
     """A server for `servicer` (not started yet: call `start()`) and the port it bound."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=GRPC_OPTIONS)
-    handlers: dict[str, Any] = {
-        "Describe": grpc.unary_unary_rpc_method_handler(
-            servicer.describe,
-            request_deserializer=site_pb2.DescribeRequest.FromString,
-            response_serializer=site_pb2.SiteDescription.SerializeToString,
-        ),
-        "Status": grpc.unary_unary_rpc_method_handler(
-            servicer.status,
-            request_deserializer=site_pb2.StatusRequest.FromString,
-            response_serializer=site_pb2.SiteStatus.SerializeToString,
-        ),
+    handlers = {
+        "Describe": unary(servicer.describe, site_pb2.DescribeRequest, site_pb2.SiteDescription),
+        "Status": unary(servicer.status, site_pb2.StatusRequest, site_pb2.SiteStatus),
         "Train": grpc.stream_stream_rpc_method_handler(
             servicer.train, request_deserializer=raw_frames, response_serializer=raw_frames
         ),
-        "Echo": grpc.unary_unary_rpc_method_handler(
-            servicer.echo,
-            request_deserializer=site_pb2.EchoRequest.FromString,
-            response_serializer=site_pb2.EchoReply.SerializeToString,
-        ),
+        "Echo": unary(servicer.echo, site_pb2.EchoRequest, site_pb2.EchoReply),
         "Download": grpc.unary_stream_rpc_method_handler(
             servicer.download,
             request_deserializer=site_pb2.DownloadRequest.FromString,
             response_serializer=site_pb2.DataChunk.SerializeToString,
         ),
     }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
-    health_servicer = health.HealthServicer()
-    for name in ("", SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    port = server.add_insecure_port(address)
-    if port == 0:
-        raise PowerTripError(f"cannot bind the site server to {address}")
-    return server, port
+    return build_server(SERVICE_NAME, handlers, address, max_workers)
+
+
+class SiteCollector(Collector):
+    """The site's power, energy, rounds and traffic as Prometheus series, read at scrape."""
+
+    def __init__(self, servicer: SiteServicer) -> None:
+        self.servicer = servicer
+
+    def collect(self) -> Iterator[Metric]:
+        """One sample per series, labelled with the site's id."""
+        site = [self.servicer.identity.site_id]
+        activity = self.servicer.activity
+        try:
+            reading, energy_j = self.servicer.read_power()
+        except PowerError as error:
+            log.warning("metrics: %s", error)
+        else:
+            for name, documentation, value in (
+                (
+                    metrics.SITE_POWER_AVAILABLE,
+                    "Power the site may draw, over its maximum.",
+                    reading.power_available_ratio,
+                ),
+                (metrics.SITE_POWER_WATTS, "Power the site draws.", reading.power_w),
+            ):
+                gauge = GaugeMetricFamily(name, documentation, labels=["site_id"])
+                gauge.add_metric(site, value)
+                yield gauge
+            energy = CounterMetricFamily(
+                metrics.SITE_ENERGY, "Energy drawn since the site started.", labels=["site_id"]
+            )
+            energy.add_metric(site, energy_j)
+            yield energy
+        rounds = CounterMetricFamily(
+            "powertrip_site_rounds", "Rounds this site trained.", labels=["site_id"]
+        )
+        rounds.add_metric(site, activity.rounds)
+        yield rounds
+        compute = CounterMetricFamily(
+            "powertrip_site_compute_seconds",
+            "Local training time, power-stretched.",
+            labels=["site_id"],
+        )
+        compute.add_metric(site, activity.compute_s)
+        yield compute
+        moved = CounterMetricFamily(
+            metrics.TRANSFER_BYTES,
+            "Model bytes received and update bytes sent.",
+            labels=["site_id", "direction"],
+        )
+        moved.add_metric([*site, "received"], activity.received_bytes)
+        moved.add_metric([*site, "sent"], activity.sent_bytes)
+        yield moved

@@ -1,0 +1,172 @@
+"""`powertrip site | profiler | aggregator`: run one service process in the foreground.
+
+Each prints one JSON `ready` line on stdout once it listens (with the ports it bound when
+asked for port 0) and stops cleanly on SIGTERM or Ctrl-C. Service code is imported inside
+the commands, so `powertrip --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from powertrip.errors import PowerTripError
+from powertrip.process import stop_on_signals
+from powertrip.yaml_text import parse_yaml
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+
+
+def site(
+    site_id: Annotated[str, typer.Option("--id", help="The site's id.")],
+    index: Annotated[int, typer.Option(help="This site's shard among --count.")] = 0,
+    count: Annotated[int, typer.Option(help="How many shards the data is split into.")] = 1,
+    task: Annotated[str, typer.Option(help="Task whose training data the site holds.")] = "mnist",
+    model: Annotated[str, typer.Option(help="Model architecture.")] = "mlp",
+    data_dir: Annotated[Path | None, typer.Option(help="Folder of the task's files.")] = None,
+    partition: Annotated[str, typer.Option(help="iid, dirichlet or natural.")] = "dirichlet",
+    seed: Annotated[int, typer.Option(help="Seed of the partition and the model.")] = 0,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="gRPC port (0: any free port).")] = 0,
+    advertise: Annotated[
+        str | None, typer.Option(help="host:port others reach this site at (e.g. its link proxy).")
+    ] = None,
+    profiler: Annotated[
+        str | None, typer.Option(help="host:port of the profiler to register with.")
+    ] = None,
+    distance_km: Annotated[float, typer.Option(help="Distance to the aggregator.")] = 0.0,
+    gpus: Annotated[int, typer.Option(help="GPUs at the site.")] = 1,
+    gpu_power_w: Annotated[float, typer.Option(help="Power of one GPU, watts.")] = 300.0,
+    power: Annotated[float, typer.Option(help="Constant power availability in (0, 1].")] = 1.0,
+    power_trace: Annotated[
+        Path | None, typer.Option(help="Folder of Google power traces to replay instead.")
+    ] = None,
+    trace_domain: Annotated[int, typer.Option(help="Which power domain of the folder.")] = 0,
+    trace_offset: Annotated[int, typer.Option(help="Trace step to start at.")] = 0,
+    trace_step_s: Annotated[float, typer.Option(help="Seconds per 5-minute trace step.")] = 300.0,
+    gpu_index: Annotated[
+        int | None, typer.Option(help="Cap this GPU's power through NVML (real GPU sites).")
+    ] = None,
+    device: Annotated[str, typer.Option(help="torch device: cpu or cuda:N.")] = "cpu",
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve /metrics on this port (0: any free port).")
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "info",
+) -> None:
+    """Run a site worker: its data shard, local training, power, probes."""
+    from powertrip.site.main import SiteSettings, run_site
+    from powertrip.site.server import SiteIdentity
+    from powertrip.site.worker import ShardSpec
+
+    _logging(log_level)
+    stop = stop_on_signals()
+    settings = SiteSettings(
+        identity=SiteIdentity(site_id, distance_km, gpus, gpu_power_w),
+        shard=ShardSpec(task, model, data_dir, seed, index, count, partition),
+        host=host,
+        port=port,
+        advertise=advertise,
+        profiler=profiler,
+        power_available_ratio=power,
+        power_trace=power_trace,
+        trace_domain=trace_domain,
+        trace_offset_steps=trace_offset,
+        trace_step_s=trace_step_s,
+        gpu_index=gpu_index,
+        device=device,
+        metrics_port=metrics_port,
+    )
+    run_site(settings, stop)
+
+
+def profiler(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="gRPC port (0: any free port).")] = 0,
+    period_s: Annotated[float, typer.Option(help="Seconds between polls of every site.")] = 2.0,
+    bandwidth_bytes: Annotated[int, typer.Option(help="Size of the bandwidth probe.")] = 4 * 2**20,
+    bandwidth_every: Annotated[int, typer.Option(help="Probe bandwidth every N polls.")] = 5,
+    dcgm: Annotated[
+        list[str] | None,
+        typer.Option(help="SITE=URL: read SITE's power from its DCGM exporter; repeatable."),
+    ] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve /metrics on this port (0: any free port).")
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "info",
+) -> None:
+    """Run the profiler: polls every site's power, RTT and bandwidth."""
+    from powertrip.profiler.main import ProfilerProcessSettings, run_profiler
+    from powertrip.profiler.power import DcgmPowerSource
+    from powertrip.profiler.profiler import ProfilerSettings
+
+    _logging(log_level)
+    sources = {}
+    for pair in dcgm or []:
+        site_id, sep, url = pair.partition("=")
+        if not sep or not site_id or not url.startswith(("http://", "https://")):
+            raise typer.BadParameter(
+                f"{pair!r} is not SITE=http://host:port/metrics", param_hint="--dcgm"
+            )
+        sources[site_id] = DcgmPowerSource(url)  # maximum power: from the site's description
+    stop = stop_on_signals()
+    settings = ProfilerProcessSettings(
+        probing=ProfilerSettings(
+            period_s=period_s, bandwidth_bytes=bandwidth_bytes, bandwidth_every=bandwidth_every
+        ),
+        host=host,
+        port=port,
+        metrics_port=metrics_port,
+        power_sources=sources,
+    )
+    run_profiler(settings, stop)
+
+
+def aggregator(
+    profiler: Annotated[str, typer.Option(help="host:port of the profiler.")],
+    job: Annotated[
+        Path | None, typer.Argument(help="Job YAML (default: the embedded one).")
+    ] = None,
+    sites: Annotated[
+        Path | None, typer.Option(help="Sites file whose sites (with an address) to register.")
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address of /metrics.")] = "127.0.0.1",
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve /metrics on this port (0: any free port).")
+    ] = None,
+    linger_s: Annotated[float, typer.Option(help="Keep /metrics up this long after.")] = 0.0,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "info",
+) -> None:
+    """Run the aggregator on one job: rounds over the profiled sites, one JSON line each."""
+    from pydantic import ValidationError
+
+    from powertrip.aggregator.job import JobSpec
+    from powertrip.aggregator.main import AggregatorSettings, run_aggregator
+
+    _logging(log_level)
+    try:
+        document = (
+            parse_yaml(job.read_text(encoding="utf-8"), str(job), PowerTripError) if job else {}
+        )
+        spec = JobSpec.model_validate(document or {})
+    except OSError as error:
+        raise PowerTripError(f"{job}: cannot read the job file: {error.strerror}") from None
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
+        )
+        raise PowerTripError(f"{job}: invalid job: {problems}") from None
+    stop = stop_on_signals()
+    reached = run_aggregator(
+        AggregatorSettings(profiler, spec, sites, host, metrics_port, linger_s), stop
+    )
+    raise typer.Exit(0 if reached else 1)
