@@ -4,7 +4,6 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import grpc
 import numpy as np
 import pytest
 
@@ -22,9 +21,9 @@ from powertrip.rounds import (
 from powertrip.selection import AllSites
 from powertrip.sim.world import TorchEvaluator
 from powertrip.site.power import ConstantPowerSource
-from powertrip.site.server import SiteIdentity, SiteServicer, create_server
 from powertrip.site.worker import ShardSpec, SiteWorker
 from powertrip.tasks import build_model, load_task
+from support import serve
 
 SITES = ("site-0", "site-1", "site-2")
 TRAINING = JobTraining(job_id="contract", local_steps=2, batch_size=16, learning_rate=0.1, seed=5)
@@ -39,17 +38,6 @@ def make_worker(index: int, stop: threading.Event, slow: bool = False) -> SiteWo
         clock=(lambda: next(ticks)) if slow else __import__("time").perf_counter,
         stop=stop,
     )
-
-
-def serve(workers: dict[str, SiteWorker]) -> tuple[list[grpc.Server], dict[str, str]]:
-    """Start a site server per worker on port 0; return the servers and their addresses."""
-    servers, addresses = [], {}
-    for site, worker in workers.items():
-        server, port = create_server(SiteServicer(SiteIdentity(site), worker))
-        server.start()
-        servers.append(server)
-        addresses[site] = f"127.0.0.1:{port}"
-    return servers, addresses
 
 
 @dataclass

@@ -26,6 +26,7 @@ from powertrip.transport.streams import (
     read_update,
     train_frames,
 )
+from support import FakeNvml
 
 SPEC = ShardSpec(task="digits", model="mlp", seed=3, index=1, count=4, partition="iid")
 
@@ -180,34 +181,6 @@ def test_trace_replay_advances_with_the_clock() -> None:
         now[0] = 100.0 + elapsed
         readings.append(source.read().power_available_ratio)
     assert readings == [0.4, 0.01, 0.7, 0.4]
-
-
-class FakeNvml:
-    """Just enough of pynvml to test the power source."""
-
-    class NVMLError_NoPermission(Exception):  # noqa: N801, N818 - pynvml's class name
-        """Raised like pynvml does without root."""
-
-    def __init__(self, refuse: bool = False) -> None:
-        self.limits: list[int] = []
-        self.refuse = refuse
-
-    def nvmlInit(self) -> None:  # noqa: N802
-        pass
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:  # noqa: N802
-        return f"gpu{index}"
-
-    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: str) -> tuple[int, int]:  # noqa: N802
-        return 100_000, 700_000
-
-    def nvmlDeviceSetPowerManagementLimit(self, handle: str, limit_mw: int) -> None:  # noqa: N802
-        if self.refuse:
-            raise self.NVMLError_NoPermission()
-        self.limits.append(limit_mw)
-
-    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:  # noqa: N802
-        return 250_000
 
 
 def test_nvml_caps_the_gpu_to_availability() -> None:

@@ -66,16 +66,18 @@ def test_bandwidth_through_the_proxy_is_its_rate(echo_server: int) -> None:
     """2 MB pushed through a 4 MB/s link take about half a second each way."""
     size = 2_000_000
     rate = 4e6
-    with LinkProxy("127.0.0.1", echo_server, LinkProfile(0.002, rate)) as proxy:
-        with socket.create_connection(("127.0.0.1", proxy.port)) as conn:
-            start = time.perf_counter()
-            sender = threading.Thread(target=conn.sendall, args=(bytes(size),))
-            sender.start()
-            received = 0
-            while received < size:
-                received += len(conn.recv(2**16))
-            elapsed = time.perf_counter() - start
-            sender.join()
+    with (
+        LinkProxy("127.0.0.1", echo_server, LinkProfile(0.002, rate)) as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port)) as conn,
+    ):
+        start = time.perf_counter()
+        sender = threading.Thread(target=conn.sendall, args=(bytes(size),))
+        sender.start()
+        received = 0
+        while received < size:
+            received += len(conn.recv(2**16))
+        elapsed = time.perf_counter() - start
+        sender.join()
     # Echoed: the bytes cross the link twice, but the two directions are paced in parallel.
     assert size / elapsed == pytest.approx(rate, rel=0.15)
 
@@ -97,6 +99,8 @@ def test_an_unreachable_target_closes_the_client(echo_server: int) -> None:
     free = socket.create_server(("127.0.0.1", 0))
     port = free.getsockname()[1]
     free.close()
-    with LinkProxy("127.0.0.1", port, LinkProfile()) as proxy:
-        with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as conn:
-            assert conn.recv(1) == b""
+    with (
+        LinkProxy("127.0.0.1", port, LinkProfile()) as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as conn,
+    ):
+        assert conn.recv(1) == b""

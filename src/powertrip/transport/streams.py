@@ -22,11 +22,17 @@ from powertrip.transport.buffers import Allocate, memory_buffer
 from powertrip.transport.payload import DEFAULT_CHUNK_BYTES, Buffer, Payload
 
 GRPC_MESSAGE_LIMIT_BYTES = DEFAULT_CHUNK_BYTES + 2**20
-"""Send/receive message limit for channels and servers: a chunk plus room for its framing."""
+"""Send/receive message limit: a chunk plus room for its framing."""
 GRPC_OPTIONS = [
     ("grpc.max_send_message_length", GRPC_MESSAGE_LIMIT_BYTES),
     ("grpc.max_receive_message_length", GRPC_MESSAGE_LIMIT_BYTES),
+    # A restarted site must be reachable within a poll or two: gRPC's default reconnect
+    # backoff grows to two minutes after a peer goes away.
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 2000),
 ]
+"""Options of every channel and server: message limits and a short reconnect backoff."""
 TRAIN_METHOD = "/powertrip.proto.v1.SiteService/Train"
 _DATA_TAG = 0x12  # field 2 ("data"), wire type 2 (length-delimited), in both chunk messages
 

@@ -31,6 +31,7 @@ from powertrip.transport.streams import GRPC_OPTIONS
 
 log = logging.getLogger(__name__)
 SITE_SERVICE = "/powertrip.proto.v1.SiteService/"
+CONNECT_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -103,9 +104,13 @@ class SiteProbe:
         )
 
     def describe(self) -> site_pb2.SiteDescription:
-        """The site's identity and hardware."""
+        """The site's identity and hardware. Waits briefly for a reconnecting channel, so a
+        site that just came back is seen on this poll, but not so long that a dead site
+        holds up the poll of every other."""
         reply: site_pb2.SiteDescription = self._describe(
-            site_pb2.DescribeRequest(), timeout=self.timeout_s
+            site_pb2.DescribeRequest(),
+            timeout=min(self.timeout_s, CONNECT_WAIT_S),
+            wait_for_ready=True,
         )
         return reply
 
