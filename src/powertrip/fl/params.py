@@ -42,8 +42,20 @@ def check_update(reference: Params, update: Params, site_id: str) -> None:
                 f"update from site {site_id!r}: tensor {name!r} has dtype {got.dtype}, "
                 f"the global model has {expected.dtype}"
             )
-        if not np.isfinite(got).all():
+        if not _all_finite(got):
             bad = int(np.size(got) - np.count_nonzero(np.isfinite(got)))
             raise InvalidUpdateError(
                 f"update from site {site_id!r}: tensor {name!r} holds {bad} non-finite values"
             )
+
+
+_CHECK_BLOCK_ELEMENTS = 2**20
+
+
+def _all_finite(array: NDArray[np.generic]) -> bool:
+    """Whether every value is finite, checked in blocks (no array-sized temporary)."""
+    flat = np.asarray(array).reshape(-1)
+    return all(
+        bool(np.isfinite(flat[start : start + _CHECK_BLOCK_ELEMENTS]).all())
+        for start in range(0, flat.size, _CHECK_BLOCK_ELEMENTS)
+    )

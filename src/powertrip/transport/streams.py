@@ -19,9 +19,9 @@ from collections.abc import Iterable, Iterator
 from powertrip.fl.params import InvalidUpdateError
 from powertrip.proto.v1 import site_pb2
 from powertrip.transport.buffers import Allocate, memory_buffer
-from powertrip.transport.payload import DEFAULT_CHUNK_BYTES, Buffer, Payload
+from powertrip.transport.payload import DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES, Buffer, Payload
 
-GRPC_MESSAGE_LIMIT_BYTES = DEFAULT_CHUNK_BYTES + 2**20
+GRPC_MESSAGE_LIMIT_BYTES = MAX_CHUNK_BYTES + 2**20
 """Send/receive message limit: a chunk plus room for its framing."""
 GRPC_OPTIONS = [
     ("grpc.max_send_message_length", GRPC_MESSAGE_LIMIT_BYTES),

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from powertrip.aggregator.job import JobSpec, run_job
 from powertrip.aggregator.metrics import AggregatorMetrics
 from powertrip.metrics import serve_metrics
-from powertrip.process import announce
+from powertrip.process import announce, return_large_buffers_to_the_os
 from powertrip.profiler.client import ProfilerClient
 from powertrip.rounds import JobState
 
@@ -65,6 +65,7 @@ def register_sites_file(client: ProfilerClient, path: Path) -> int:
 
 def run_aggregator(settings: AggregatorSettings, stop: threading.Event) -> bool:
     """Run the job; whether it reached its target accuracy."""
+    return_large_buffers_to_the_os()  # keeps concurrent update streams at O(model) memory
     metrics = AggregatorMetrics(CollectorRegistry())
     server = None
     if settings.metrics_port is not None:

@@ -26,7 +26,7 @@ from powertrip.proto.v1 import site_pb2
 from powertrip.site.power import PowerError, PowerReading
 from powertrip.site.worker import SiteWorker, TrainOrder
 from powertrip.transport.payload import (
-    DEFAULT_CHUNK_BYTES,
+    MAX_CHUNK_BYTES,
     Payload,
     decode_params,
     encode_params,
@@ -183,11 +183,11 @@ class SiteServicer:
     ) -> Iterator[site_pb2.DataChunk]:
         """`total_bytes` in chunks of `chunk_bytes` (bandwidth probe)."""
         chunk = request.chunk_bytes or 2**20
-        if request.total_bytes > MAX_DOWNLOAD_BYTES or not 0 < chunk <= DEFAULT_CHUNK_BYTES:
+        if request.total_bytes > MAX_DOWNLOAD_BYTES or not 0 < chunk <= MAX_CHUNK_BYTES:
             context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"download of {request.total_bytes} bytes in chunks of {chunk}: at most "
-                f"{MAX_DOWNLOAD_BYTES} bytes in chunks of 1..{DEFAULT_CHUNK_BYTES}",
+                f"{MAX_DOWNLOAD_BYTES} bytes in chunks of 1..{MAX_CHUNK_BYTES}",
             )
         block = bytes(chunk)
         remaining = request.total_bytes
