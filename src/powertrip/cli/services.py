@@ -18,6 +18,13 @@ from powertrip.errors import PowerTripError
 from powertrip.process import stop_on_signals
 from powertrip.yaml_text import parse_yaml
 
+Host = Annotated[str, typer.Option(help="Address to listen on.")]
+Port = Annotated[int, typer.Option(help="gRPC port (0: any free port).")]
+MetricsPort = Annotated[
+    int | None, typer.Option(help="Serve /metrics on this port (0: any free port).")
+]
+LogLevel = Annotated[str, typer.Option(help="Logging level.")]
+
 
 def _logging(level: str) -> None:
     logging.basicConfig(
@@ -36,8 +43,8 @@ def site(
     data_dir: Annotated[Path | None, typer.Option(help="Folder of the task's files.")] = None,
     partition: Annotated[str, typer.Option(help="iid, dirichlet or natural.")] = "dirichlet",
     seed: Annotated[int, typer.Option(help="Seed of the partition and the model.")] = 0,
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="gRPC port (0: any free port).")] = 0,
+    host: Host = "127.0.0.1",
+    port: Port = 0,
     advertise: Annotated[
         str | None, typer.Option(help="host:port others reach this site at (e.g. its link proxy).")
     ] = None,
@@ -58,10 +65,8 @@ def site(
         int | None, typer.Option(help="Cap this GPU's power through NVML (real GPU sites).")
     ] = None,
     device: Annotated[str, typer.Option(help="torch device: cpu or cuda:N.")] = "cpu",
-    metrics_port: Annotated[
-        int | None, typer.Option(help="Serve /metrics on this port (0: any free port).")
-    ] = None,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "info",
+    metrics_port: MetricsPort = None,
+    log_level: LogLevel = "info",
 ) -> None:
     """Run a site worker: its data shard, local training, power, probes."""
     from powertrip.site.main import SiteSettings, run_site
@@ -90,8 +95,8 @@ def site(
 
 
 def profiler(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="gRPC port (0: any free port).")] = 0,
+    host: Host = "127.0.0.1",
+    port: Port = 0,
     period_s: Annotated[float, typer.Option(help="Seconds between polls of every site.")] = 2.0,
     bandwidth_bytes: Annotated[int, typer.Option(help="Size of the bandwidth probe.")] = 4 * 2**20,
     bandwidth_every: Annotated[int, typer.Option(help="Probe bandwidth every N polls.")] = 5,
@@ -99,10 +104,8 @@ def profiler(
         list[str] | None,
         typer.Option(help="SITE=URL: read SITE's power from its DCGM exporter; repeatable."),
     ] = None,
-    metrics_port: Annotated[
-        int | None, typer.Option(help="Serve /metrics on this port (0: any free port).")
-    ] = None,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "info",
+    metrics_port: MetricsPort = None,
+    log_level: LogLevel = "info",
 ) -> None:
     """Run the profiler: polls every site's power, RTT and bandwidth."""
     from powertrip.profiler.main import ProfilerProcessSettings, run_profiler

@@ -1,4 +1,5 @@
-"""Building our gRPC servers: generic handlers, message limits, and the health service."""
+"""Building our gRPC servers (generic handlers, message limits, the health service) and
+unary client stubs."""
 
 from __future__ import annotations
 
@@ -36,6 +37,15 @@ def build_server(
     if port == 0:
         raise PowerTripError(f"cannot bind the {service_name} server to {address}")
     return server, port
+
+
+def unary_call(channel: grpc.Channel, path: str, request: Any, response: Any) -> Any:
+    """A client stub for a unary-unary method over protobuf message classes."""
+    return channel.unary_unary(
+        path,
+        request_serializer=request.SerializeToString,
+        response_deserializer=response.FromString,
+    )
 
 
 def unary(method: Any, request: Any, response: Any) -> grpc.RpcMethodHandler[Any, Any]:

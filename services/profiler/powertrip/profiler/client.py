@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 
 from powertrip.proto.v1 import profiler_pb2
+from powertrip.transport.servers import unary_call
 
 PROFILER_SERVICE = "/powertrip.proto.v1.ProfilerService/"
 
@@ -16,15 +17,17 @@ class ProfilerClient:
         self.address = address
         self.timeout_s = timeout_s
         self.channel = grpc.insecure_channel(address)
-        self._list = self.channel.unary_unary(
+        self._list = unary_call(
+            self.channel,
             PROFILER_SERVICE + "ListProfiles",
-            request_serializer=profiler_pb2.ListProfilesRequest.SerializeToString,
-            response_deserializer=profiler_pb2.ListProfilesResponse.FromString,
+            profiler_pb2.ListProfilesRequest,
+            profiler_pb2.ListProfilesResponse,
         )
-        self._register = self.channel.unary_unary(
+        self._register = unary_call(
+            self.channel,
             PROFILER_SERVICE + "Register",
-            request_serializer=profiler_pb2.RegisterRequest.SerializeToString,
-            response_deserializer=profiler_pb2.RegisterResponse.FromString,
+            profiler_pb2.RegisterRequest,
+            profiler_pb2.RegisterResponse,
         )
 
     def list_profiles(self) -> list[profiler_pb2.SiteProfile]:

@@ -27,6 +27,7 @@ from powertrip.errors import InvalidValueError, PowerTripError
 from powertrip.profiler.power import DcgmPowerSource
 from powertrip.proto.v1 import site_pb2
 from powertrip.site.power import PowerReading, PowerSource
+from powertrip.transport.servers import unary_call
 from powertrip.transport.streams import GRPC_OPTIONS
 
 log = logging.getLogger(__name__)
@@ -82,20 +83,17 @@ class SiteProbe:
         self.address = address
         self.timeout_s = timeout_s
         self.channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
-        self._describe = self.channel.unary_unary(
+        self._describe = unary_call(
+            self.channel,
             SITE_SERVICE + "Describe",
-            request_serializer=site_pb2.DescribeRequest.SerializeToString,
-            response_deserializer=site_pb2.SiteDescription.FromString,
+            site_pb2.DescribeRequest,
+            site_pb2.SiteDescription,
         )
-        self._status = self.channel.unary_unary(
-            SITE_SERVICE + "Status",
-            request_serializer=site_pb2.StatusRequest.SerializeToString,
-            response_deserializer=site_pb2.SiteStatus.FromString,
+        self._status = unary_call(
+            self.channel, SITE_SERVICE + "Status", site_pb2.StatusRequest, site_pb2.SiteStatus
         )
-        self._echo = self.channel.unary_unary(
-            SITE_SERVICE + "Echo",
-            request_serializer=site_pb2.EchoRequest.SerializeToString,
-            response_deserializer=site_pb2.EchoReply.FromString,
+        self._echo = unary_call(
+            self.channel, SITE_SERVICE + "Echo", site_pb2.EchoRequest, site_pb2.EchoReply
         )
         self._download = self.channel.unary_stream(
             SITE_SERVICE + "Download",
