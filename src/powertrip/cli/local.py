@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import queue
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -88,7 +89,10 @@ def demo(
             table.add_column(column)
         done: dict[str, Any] = {}
         while not stop.is_set():
-            event = aggregator.next_event(timeout_s=600)
+            try:
+                event = aggregator.lines.get(timeout=0.5)
+            except queue.Empty:
+                continue
             if event["event"] == "round":
                 console.print(
                     f"round {event['round']:>3}  {len(event['selected']):>2} sites  "
@@ -107,6 +111,9 @@ def demo(
                 done = event
             elif event["event"] == "exit":
                 break
+        if stop.is_set():
+            console.print("stopped: every process of the demo is shut down")
+            return
         if not done:
             raise PowerTripError(f"the aggregator stopped early; see {run_dir}/aggregator.log")
         console.print(table)

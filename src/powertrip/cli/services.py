@@ -104,16 +104,21 @@ def profiler(
         list[str] | None,
         typer.Option(help="SITE=URL: read SITE's power from its DCGM exporter; repeatable."),
     ] = None,
+    nvml: Annotated[
+        list[str] | None,
+        typer.Option(help="SITE=GPU: read SITE's power from this host's GPU; repeatable."),
+    ] = None,
     metrics_port: MetricsPort = None,
     log_level: LogLevel = "info",
 ) -> None:
     """Run the profiler: polls every site's power, RTT and bandwidth."""
     from powertrip.profiler.main import ProfilerProcessSettings, run_profiler
-    from powertrip.profiler.power import DcgmPowerSource
+    from powertrip.profiler.power import DcgmPowerSource, NvmlPowerReader
     from powertrip.profiler.profiler import ProfilerSettings
+    from powertrip.site.power import PowerSource
 
     _logging(log_level)
-    sources = {}
+    sources: dict[str, PowerSource] = {}
     for pair in dcgm or []:
         site_id, sep, url = pair.partition("=")
         if not sep or not site_id or not url.startswith(("http://", "https://")):
@@ -121,6 +126,11 @@ def profiler(
                 f"{pair!r} is not SITE=http://host:port/metrics", param_hint="--dcgm"
             )
         sources[site_id] = DcgmPowerSource(url)  # maximum power: from the site's description
+    for pair in nvml or []:
+        site_id, sep, index = pair.partition("=")
+        if not sep or not site_id or not index.isdigit():
+            raise typer.BadParameter(f"{pair!r} is not SITE=GPU_INDEX", param_hint="--nvml")
+        sources[site_id] = NvmlPowerReader(int(index))
     stop = stop_on_signals()
     settings = ProfilerProcessSettings(
         probing=ProfilerSettings(
