@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from powertrip.site.power import PowerError, PowerReading, nvml_error
+from powertrip.site.power import NvmlGpu, PowerError, PowerReading, nvml_error
 
 DCGM_POWER = "DCGM_FI_DEV_POWER_USAGE"
 DCGM_LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
@@ -87,18 +87,10 @@ class NvmlPowerReader:
     """A local GPU's draw and cap through NVML, read-only."""
 
     def __init__(self, gpu_index: int = 0, nvml: Any = None) -> None:
-        if nvml is None:
-            import pynvml  # nvidia-ml-py; only a profiler beside a GPU gets here
-
-            nvml = pynvml
-        self.nvml: Any = nvml
-        try:
-            nvml.nvmlInit()
-            self.handle = nvml.nvmlDeviceGetHandleByIndex(gpu_index)
-            _, high_mw = nvml.nvmlDeviceGetPowerManagementLimitConstraints(self.handle)
-        except Exception as error:  # every NVML error becomes a PowerError
-            raise nvml_error(error, "initialisation") from None
-        self.max_limit_mw = int(high_mw)
+        gpu = NvmlGpu.open(gpu_index, nvml)
+        self.nvml: Any = gpu.nvml
+        self.handle = gpu.handle
+        self.max_limit_mw = gpu.max_limit_mw
 
     def read(self) -> PowerReading:
         """Draw and the current cap; availability = cap / the GPU's maximum cap."""

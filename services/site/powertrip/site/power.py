@@ -110,23 +110,40 @@ def nvml_error(error: Exception, action: str) -> PowerError:
     return PowerError(f"NVML {action}: {meaning} ({type(error).__name__})")
 
 
+@dataclass(frozen=True)
+class NvmlGpu:
+    """An initialised NVML GPU: the library, its handle, its power-limit range in mW."""
+
+    nvml: Any
+    handle: Any
+    min_limit_mw: int
+    max_limit_mw: int
+
+    @classmethod
+    def open(cls, gpu_index: int, nvml: Any = None) -> NvmlGpu:
+        """Initialise NVML (nvidia-ml-py unless a stand-in is given) and GPU `gpu_index`."""
+        if nvml is None:
+            import pynvml  # nvidia-ml-py; only hosts with a GPU get here
+
+            nvml = pynvml
+        try:
+            nvml.nvmlInit()
+            handle = nvml.nvmlDeviceGetHandleByIndex(gpu_index)
+            low_mw, high_mw = nvml.nvmlDeviceGetPowerManagementLimitConstraints(handle)
+        except Exception as error:  # every NVML error becomes a PowerError
+            raise nvml_error(error, "initialisation") from None
+        return cls(nvml, handle, int(low_mw), int(high_mw))
+
+
 class NvmlPowerSource:
     """A real GPU's power, capped to availability x its maximum limit through NVML."""
 
     def __init__(self, schedule: PowerSource, gpu_index: int = 0, nvml: Any = None) -> None:
-        if nvml is None:
-            import pynvml  # nvidia-ml-py; only sites with a GPU get here
-
-            nvml = pynvml
-        self.nvml: Any = nvml
+        gpu = NvmlGpu.open(gpu_index, nvml)
+        self.nvml: Any = gpu.nvml
+        self.handle = gpu.handle
+        self.min_limit_mw, self.max_limit_mw = gpu.min_limit_mw, gpu.max_limit_mw
         self.schedule = schedule
-        try:
-            nvml.nvmlInit()
-            self.handle = nvml.nvmlDeviceGetHandleByIndex(gpu_index)
-            low_mw, high_mw = nvml.nvmlDeviceGetPowerManagementLimitConstraints(self.handle)
-        except Exception as error:  # every NVML error becomes a PowerError
-            raise nvml_error(error, "initialisation") from None
-        self.min_limit_mw, self.max_limit_mw = int(low_mw), int(high_mw)
         self._applied_mw: int | None = None
 
     def read(self) -> PowerReading:
