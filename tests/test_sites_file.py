@@ -7,7 +7,7 @@ import pytest
 
 from powertrip.errors import SitesFileError
 from powertrip.model.units import KM_PER_MILE
-from powertrip.sites_file import load_sites_file, parse_sites
+from powertrip.sites_file import load_sites_file, load_sites_with_addresses, parse_sites
 
 VALID = """
 bandwidth_law: {max_bytes_per_s: 1.0e9, knee_km: 1000}
@@ -92,3 +92,21 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     """A file that cannot be read is named in the error."""
     with pytest.raises(SitesFileError, match=r"nope\.yaml: cannot read"):
         load_sites_file(tmp_path / "nope.yaml")
+
+
+def test_addresses_come_with_the_sites_and_bad_ones_are_named(tmp_path: Path) -> None:
+    """Sites may name where their service listens; one that is not host:port is an error
+    naming the site."""
+    path = tmp_path / "sites.yaml"
+    path.write_text(
+        "defaults: {gpus: 1, gpu_power_w: 300, power_available_ratio: 0.5}\n"
+        "sites:\n"
+        "  - {site_id: a, distance_km: 10, address: '10.0.0.7:50051'}\n"
+        "  - {site_id: b, distance_km: 20}\n"
+    )
+    table, addresses = load_sites_with_addresses(path)
+    assert table.site_ids == ("a", "b")
+    assert addresses == {"a": "10.0.0.7:50051"}
+    path.write_text(path.read_text().replace("10.0.0.7:50051", "nowhere"))
+    with pytest.raises(SitesFileError, match=r"site #0 \('a'\): address must be host:port"):
+        load_sites_with_addresses(path)

@@ -43,38 +43,43 @@ _TOP_LEVEL = {"sites", "defaults", "bandwidth_law"}
 
 def load_sites_file(path: Path) -> SiteTable:
     """Parse and validate a sites file; raise `SitesFileError` naming what is wrong."""
+    return load_sites_with_addresses(path)[0]
+
+
+def load_sites_with_addresses(path: Path) -> tuple[SiteTable, dict[str, str]]:
+    """A sites file's sites, and the address (host:port) of every site that names one."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise SitesFileError(f"{path}: cannot read the sites file: {error.strerror}") from None
-    return parse_sites(text, source=str(path))
-
-
-def load_site_addresses(path: Path) -> dict[str, str]:
-    """The sites of a sites file that name an address: site id -> host:port."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise SitesFileError(f"{path}: cannot read the sites file: {error.strerror}") from None
-    table = parse_sites(text, source=str(path))  # validates every site first
+    document = parse_yaml(text, str(path), SitesFileError)
+    table = _table(document, str(path))  # every site is valid from here on
     addresses = {}
-    for index, entry in enumerate(parse_yaml(text, str(path), SitesFileError)["sites"]):
+    for index, entry in enumerate(document["sites"]):
         if "address" not in entry:
             continue
         address = entry["address"]
-        host, sep, port = str(address).rpartition(":")
-        if not (isinstance(address, str) and sep and host and port.isdigit()):
+        if not (isinstance(address, str) and is_host_port(address)):
             raise SitesFileError(
                 f"{path}: site #{index} ({table.site_ids[index]!r}): address must be host:port, "
                 f"got {address!r}"
             )
         addresses[table.site_ids[index]] = address
-    return addresses
+    return table, addresses
+
+
+def is_host_port(address: str) -> bool:
+    """Whether `address` has the form host:port."""
+    host, sep, port = address.rpartition(":")
+    return bool(sep and host and port.isdigit())
 
 
 def parse_sites(text: str, source: str = "<sites>") -> SiteTable:
     """Parse sites from YAML (or JSON, a subset of YAML) text."""
-    document = parse_yaml(text, source, SitesFileError)
+    return _table(parse_yaml(text, source, SitesFileError), source)
+
+
+def _table(document: Any, source: str) -> SiteTable:
     if not isinstance(document, Mapping) or not isinstance(document.get("sites"), list):
         raise SitesFileError(f"{source}: expected a mapping with a 'sites' list")
     unknown = set(document) - _TOP_LEVEL

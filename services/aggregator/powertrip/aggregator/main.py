@@ -53,10 +53,9 @@ def round_line(state: JobState) -> str:
 
 def register_sites_file(client: ProfilerClient, path: Path) -> int:
     """Register every site of `path` that names an address; how many."""
-    from powertrip.sites_file import load_site_addresses, load_sites_file
+    from powertrip.sites_file import load_sites_with_addresses
 
-    table = load_sites_file(path)
-    addresses = load_site_addresses(path)
+    table, addresses = load_sites_with_addresses(path)
     for index, site_id in enumerate(table.site_ids):
         if site_id in addresses:
             client.register(site_id, addresses[site_id], float(table.distance_km[index]))

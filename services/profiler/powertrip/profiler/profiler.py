@@ -27,6 +27,7 @@ from powertrip.errors import InvalidValueError, PowerTripError
 from powertrip.profiler.power import DcgmPowerSource
 from powertrip.proto.v1 import site_pb2
 from powertrip.site.power import PowerReading, PowerSource
+from powertrip.sites_file import is_host_port
 from powertrip.transport.servers import unary_call
 from powertrip.transport.streams import GRPC_OPTIONS
 
@@ -174,8 +175,7 @@ class Profiler:
         returns what happened. A NaN distance means: take the site's own."""
         if not site_id.strip():
             raise InvalidValueError("a site registers with a non-empty site_id")
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit():
+        if not is_host_port(address):
             raise InvalidValueError(f"site {site_id!r}: address {address!r} is not host:port")
         if not (math.isnan(distance_km) or (math.isfinite(distance_km) and distance_km >= 0)):
             raise InvalidValueError(
