@@ -162,7 +162,7 @@ def aggregator(
     """Run the aggregator on one job: rounds over the profiled sites, one JSON line each."""
     from pydantic import ValidationError
 
-    from powertrip.aggregator.job import JobSpec
+    from powertrip.aggregator.job import JobFile
     from powertrip.aggregator.main import AggregatorSettings, run_aggregator
 
     _logging(log_level)
@@ -170,7 +170,7 @@ def aggregator(
         document = (
             parse_yaml(job.read_text(encoding="utf-8"), str(job), PowerTripError) if job else {}
         )
-        spec = JobSpec.model_validate(document or {})
+        spec = JobFile.model_validate(document or {})
     except OSError as error:
         raise PowerTripError(f"{job}: cannot read the job file: {error.strerror}") from None
     except ValidationError as error:

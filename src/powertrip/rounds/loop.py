@@ -84,6 +84,12 @@ class RoundRecord:
         """Wall (or simulated) time of the round, selection to aggregation."""
         return self.end_time_s - self.start_time_s
 
+    def shifted(self, offset_s: float) -> RoundRecord:
+        """The same round on a clock whose origin is `offset_s` earlier (times + offset_s)."""
+        return dataclasses.replace(
+            self, start_time_s=self.start_time_s + offset_s, end_time_s=self.end_time_s + offset_s
+        )
+
     @cached_property
     def outcome(self) -> RoundOutcome:
         """What the policy learns from this round (built once per record)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from powertrip.aggregator.job import JobSpec, run_job
+from powertrip.aggregator.job import JobFile, run_job
 from powertrip.aggregator.metrics import AggregatorMetrics
 from powertrip.metrics import serve_metrics
 from powertrip.process import announce, return_large_buffers_to_the_os
@@ -24,7 +24,7 @@ class AggregatorSettings:
     """Everything an aggregator process is started with."""
 
     profiler: str
-    job: JobSpec
+    job: JobFile
     sites_file: Path | None = None
     host: str = "127.0.0.1"
     metrics_port: int | None = None
@@ -85,7 +85,10 @@ def run_aggregator(settings: AggregatorSettings, stop: threading.Event) -> bool:
             sys.stdout.write(round_line(state) + "\n")
             sys.stdout.flush()
 
-        state = run_job(settings.job, client, stop, report, metrics)
+        job = settings.job
+        state = run_job(
+            job.job_id, job, client, stop, data_dir=job.data_dir, on_round=report, metrics=metrics
+        )
         tta = state.time_to_accuracy_s(settings.job.target_accuracy)
         sys.stdout.write(
             json.dumps(

@@ -57,6 +57,7 @@ class JobTraining:
     batch_size: int = 32
     learning_rate: float = 0.05
     seed: int = 0
+    local_epochs: float | None = None
 
     def order(self, request: TrainRequest) -> TrainOrder:
         """What a round asks of each site."""
@@ -67,19 +68,28 @@ class JobTraining:
             learning_rate=self.learning_rate,
             power_cap_ratio=request.power_cap_ratio,
             seed=self.seed,
+            local_epochs=self.local_epochs,
         )
 
+
+ABORT_POLL_S = 0.05
+"""How often a round that can be aborted looks at its abort event."""
 
 TrainOne = Callable[[str, Deliver], None]
 """Trains one site and delivers its report."""
 
 
 def _fan_out(
-    request: TrainRequest, train_one: TrainOne, pool: futures.Executor, deliver: Deliver
+    request: TrainRequest,
+    train_one: TrainOne,
+    pool: futures.Executor,
+    deliver: Deliver,
+    abort: threading.Event | None = None,
 ) -> None:
     """Run `train_one` for every selected site at once, each delivering its own report; at
     the round's deadline, sites still running are delivered LATE, and one whose path raised
-    is FAILED (a bug at one site must not sink the round)."""
+    is FAILED (a bug at one site must not sink the round). When `abort` is set the round ends
+    at once, every site still running FAILED."""
 
     def run(site: str) -> None:
         try:
@@ -89,10 +99,21 @@ def _fan_out(
             deliver(SiteReport(site, SiteStatus.FAILED, message=repr(error)))
 
     pending = {pool.submit(run, site): site for site in request.site_ids}
-    _, running = futures.wait(pending, timeout=request.deadline_s)
+    running: set[futures.Future[None]] = set(pending)
+    deadline = None if request.deadline_s is None else time.monotonic() + request.deadline_s
+    while running and not (abort is not None and abort.is_set()):
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            break
+        timeout = left if abort is None else min(left or ABORT_POLL_S, ABORT_POLL_S)
+        _, running = futures.wait(running, timeout=timeout)
+    aborted = abort is not None and abort.is_set()
     for future in running:
         future.cancel()
-        deliver(SiteReport(pending[future], SiteStatus.LATE, message="missed the deadline"))
+        if aborted:
+            deliver(SiteReport(pending[future], SiteStatus.FAILED, message="round aborted"))
+        else:
+            deliver(SiteReport(pending[future], SiteStatus.LATE, message="missed the deadline"))
 
 
 class InProcessSiteClient:
@@ -145,9 +166,12 @@ class GrpcSiteClient:
         max_parallel: int = 64,
         buffered_updates: float | None = 1.0,
         spool_dir: Path | None = None,
+        abort: threading.Event | None = None,
     ) -> None:
         """`buffered_updates`: how many model-sized updates may sit in memory at once before
-        further ones spool to files in `spool_dir` (None: no limit)."""
+        further ones spool to files in `spool_dir` (None: no limit). Setting `abort` ends the
+        round in progress at once and cancels its calls."""
+        self.abort = abort
         self.addresses = addresses
         self.training = training
         self.buffered_updates = buffered_updates
@@ -172,6 +196,8 @@ class GrpcSiteClient:
             self.spool_dir,
         )
 
+        calls: set[grpc.RpcContext] = set()
+
         def train_one(site: str, deliver: Deliver) -> None:
             with budget.buffers() as allocate:
                 deliver(receive(site, allocate))
@@ -192,14 +218,16 @@ class GrpcSiteClient:
                     learning_rate=header.learning_rate,
                     power_cap_ratio=header.power_cap_ratio or 0.0,
                     seed=header.seed,
+                    local_epochs=header.local_epochs or 0.0,
                 ),
                 payload,
             )
             start = time.monotonic()
             try:
-                reply, update = read_update(
-                    call(frames, timeout=request.deadline_s), site, allocate
-                )
+                responses = call(frames, timeout=request.deadline_s)
+                with self._lock:
+                    calls.add(responses)
+                reply, update = read_update(responses, site, allocate)
             except grpc.RpcError as error:
                 code = error.code()
                 status = _STATUS_OF_CODE.get(code, SiteStatus.FAILED)
@@ -218,7 +246,11 @@ class GrpcSiteClient:
                 power_available_ratio=reply.power_available_ratio,
             )
 
-        _fan_out(request, train_one, self._pool, deliver)
+        _fan_out(request, train_one, self._pool, deliver, self.abort)
+        if self.abort is not None and self.abort.is_set():
+            with self._lock:
+                for pending in calls:
+                    pending.cancel()
 
     def close(self) -> None:
         """Close every channel and stop the worker threads."""

@@ -157,6 +157,7 @@ class SiteServicer:
                 learning_rate=header.learning_rate or 0.05,
                 power_cap_ratio=header.power_cap_ratio or None,
                 seed=header.seed,
+                local_epochs=header.local_epochs or None,
             )
             result = self.worker.train(order, decode_params(payload, peer), peer)
             self.activity.add(len(payload), result.compute_time_s)

@@ -9,6 +9,7 @@ measured / availability, so the aggregator sees in real time what the power limi
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -51,6 +52,13 @@ class TrainOrder:
     learning_rate: float
     power_cap_ratio: float | None = None
     seed: int = 0
+    local_epochs: float | None = None
+
+    def steps_for(self, num_samples: int) -> int:
+        """SGD steps to take on a shard of `num_samples`: `local_epochs` passes when set."""
+        if self.local_epochs:
+            return max(1, math.ceil(self.local_epochs * num_samples / self.batch_size))
+        return self.local_steps
 
 
 @dataclass(frozen=True)
@@ -117,7 +125,8 @@ class SiteWorker:
         if order.power_cap_ratio:
             ratio = min(ratio, order.power_cap_ratio)
         trainer = BatchedTrainer(
-            self.model, LocalTraining(order.local_steps, order.batch_size, order.learning_rate)
+            self.model,
+            LocalTraining(order.steps_for(self.num_samples), order.batch_size, order.learning_rate),
         )
         start = self.clock()
         trained = trainer.train(

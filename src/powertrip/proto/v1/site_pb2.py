@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dpowertrip/proto/v1/site.proto\x12\x12powertrip.proto.v1\"\x7f\n\x0fSiteDescription\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x0c\n\x04gpus\x18\x02 \x01(\r\x12\x13\n\x0bgpu_power_w\x18\x03 \x01(\x01\x12\x13\n\x0b\x64istance_km\x18\x04 \x01(\x01\x12\x13\n\x0bnum_samples\x18\x05 \x01(\x04\x12\x0e\n\x06\x64\x65vice\x18\x06 \x01(\t\"\x11\n\x0f\x44\x65scribeRequest\"\x8c\x01\n\nSiteStatus\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x1d\n\x15power_available_ratio\x18\x02 \x01(\x01\x12\x0f\n\x07power_w\x18\x03 \x01(\x01\x12\x15\n\rpower_limit_w\x18\x04 \x01(\x01\x12\x14\n\x0cpower_source\x18\x05 \x01(\t\x12\x10\n\x08\x65nergy_j\x18\x06 \x01(\x01\"\x0f\n\rStatusRequest\"\xae\x01\n\x0bTrainHeader\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0bround_index\x18\x02 \x01(\r\x12\x13\n\x0blocal_steps\x18\x03 \x01(\r\x12\x12\n\nbatch_size\x18\x04 \x01(\r\x12\x15\n\rlearning_rate\x18\x05 \x01(\x01\x12\x17\n\x0fpower_cap_ratio\x18\x06 \x01(\x01\x12\x13\n\x0bmodel_bytes\x18\x07 \x01(\x04\x12\x0c\n\x04seed\x18\x08 \x01(\x04\"W\n\nTrainChunk\x12\x31\n\x06header\x18\x01 \x01(\x0b\x32\x1f.powertrip.proto.v1.TrainHeaderH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"\x81\x01\n\x0cUpdateHeader\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x13\n\x0bnum_samples\x18\x02 \x01(\x04\x12\x16\n\x0e\x63ompute_time_s\x18\x03 \x01(\x01\x12\x1d\n\x15power_available_ratio\x18\x04 \x01(\x01\x12\x14\n\x0cupdate_bytes\x18\x05 \x01(\x04\"Y\n\x0bUpdateChunk\x12\x32\n\x06header\x18\x01 \x01(\x0b\x32 .powertrip.proto.v1.UpdateHeaderH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"\x1e\n\x0b\x45\x63hoRequest\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"\x1c\n\tEchoReply\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\";\n\x0f\x44ownloadRequest\x12\x13\n\x0btotal_bytes\x18\x01 \x01(\x04\x12\x13\n\x0b\x63hunk_bytes\x18\x02 \x01(\r\"\x19\n\tDataChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x32\x98\x03\n\x0bSiteService\x12T\n\x08\x44\x65scribe\x12#.powertrip.proto.v1.DescribeRequest\x1a#.powertrip.proto.v1.SiteDescription\x12K\n\x06Status\x12!.powertrip.proto.v1.StatusRequest\x1a\x1e.powertrip.proto.v1.SiteStatus\x12L\n\x05Train\x12\x1e.powertrip.proto.v1.TrainChunk\x1a\x1f.powertrip.proto.v1.UpdateChunk(\x01\x30\x01\x12\x46\n\x04\x45\x63ho\x12\x1f.powertrip.proto.v1.EchoRequest\x1a\x1d.powertrip.proto.v1.EchoReply\x12P\n\x08\x44ownload\x12#.powertrip.proto.v1.DownloadRequest\x1a\x1d.powertrip.proto.v1.DataChunk0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dpowertrip/proto/v1/site.proto\x12\x12powertrip.proto.v1\"\x7f\n\x0fSiteDescription\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x0c\n\x04gpus\x18\x02 \x01(\r\x12\x13\n\x0bgpu_power_w\x18\x03 \x01(\x01\x12\x13\n\x0b\x64istance_km\x18\x04 \x01(\x01\x12\x13\n\x0bnum_samples\x18\x05 \x01(\x04\x12\x0e\n\x06\x64\x65vice\x18\x06 \x01(\t\"\x11\n\x0f\x44\x65scribeRequest\"\x8c\x01\n\nSiteStatus\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x1d\n\x15power_available_ratio\x18\x02 \x01(\x01\x12\x0f\n\x07power_w\x18\x03 \x01(\x01\x12\x15\n\rpower_limit_w\x18\x04 \x01(\x01\x12\x14\n\x0cpower_source\x18\x05 \x01(\t\x12\x10\n\x08\x65nergy_j\x18\x06 \x01(\x01\"\x0f\n\rStatusRequest\"\xc4\x01\n\x0bTrainHeader\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0bround_index\x18\x02 \x01(\r\x12\x13\n\x0blocal_steps\x18\x03 \x01(\r\x12\x12\n\nbatch_size\x18\x04 \x01(\r\x12\x15\n\rlearning_rate\x18\x05 \x01(\x01\x12\x17\n\x0fpower_cap_ratio\x18\x06 \x01(\x01\x12\x13\n\x0bmodel_bytes\x18\x07 \x01(\x04\x12\x0c\n\x04seed\x18\x08 \x01(\x04\x12\x14\n\x0clocal_epochs\x18\t \x01(\x01\"W\n\nTrainChunk\x12\x31\n\x06header\x18\x01 \x01(\x0b\x32\x1f.powertrip.proto.v1.TrainHeaderH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"\x81\x01\n\x0cUpdateHeader\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x13\n\x0bnum_samples\x18\x02 \x01(\x04\x12\x16\n\x0e\x63ompute_time_s\x18\x03 \x01(\x01\x12\x1d\n\x15power_available_ratio\x18\x04 \x01(\x01\x12\x14\n\x0cupdate_bytes\x18\x05 \x01(\x04\"Y\n\x0bUpdateChunk\x12\x32\n\x06header\x18\x01 \x01(\x0b\x32 .powertrip.proto.v1.UpdateHeaderH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"\x1e\n\x0b\x45\x63hoRequest\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"\x1c\n\tEchoReply\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\";\n\x0f\x44ownloadRequest\x12\x13\n\x0btotal_bytes\x18\x01 \x01(\x04\x12\x13\n\x0b\x63hunk_bytes\x18\x02 \x01(\r\"\x19\n\tDataChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x32\x98\x03\n\x0bSiteService\x12T\n\x08\x44\x65scribe\x12#.powertrip.proto.v1.DescribeRequest\x1a#.powertrip.proto.v1.SiteDescription\x12K\n\x06Status\x12!.powertrip.proto.v1.StatusRequest\x1a\x1e.powertrip.proto.v1.SiteStatus\x12L\n\x05Train\x12\x1e.powertrip.proto.v1.TrainChunk\x1a\x1f.powertrip.proto.v1.UpdateChunk(\x01\x30\x01\x12\x46\n\x04\x45\x63ho\x12\x1f.powertrip.proto.v1.EchoRequest\x1a\x1d.powertrip.proto.v1.EchoReply\x12P\n\x08\x44ownload\x12#.powertrip.proto.v1.DownloadRequest\x1a\x1d.powertrip.proto.v1.DataChunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,21 +40,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STATUSREQUEST']._serialized_start=344
   _globals['_STATUSREQUEST']._serialized_end=359
   _globals['_TRAINHEADER']._serialized_start=362
-  _globals['_TRAINHEADER']._serialized_end=536
-  _globals['_TRAINCHUNK']._serialized_start=538
-  _globals['_TRAINCHUNK']._serialized_end=625
-  _globals['_UPDATEHEADER']._serialized_start=628
-  _globals['_UPDATEHEADER']._serialized_end=757
-  _globals['_UPDATECHUNK']._serialized_start=759
-  _globals['_UPDATECHUNK']._serialized_end=848
-  _globals['_ECHOREQUEST']._serialized_start=850
-  _globals['_ECHOREQUEST']._serialized_end=880
-  _globals['_ECHOREPLY']._serialized_start=882
-  _globals['_ECHOREPLY']._serialized_end=910
-  _globals['_DOWNLOADREQUEST']._serialized_start=912
-  _globals['_DOWNLOADREQUEST']._serialized_end=971
-  _globals['_DATACHUNK']._serialized_start=973
-  _globals['_DATACHUNK']._serialized_end=998
-  _globals['_SITESERVICE']._serialized_start=1001
-  _globals['_SITESERVICE']._serialized_end=1409
+  _globals['_TRAINHEADER']._serialized_end=558
+  _globals['_TRAINCHUNK']._serialized_start=560
+  _globals['_TRAINCHUNK']._serialized_end=647
+  _globals['_UPDATEHEADER']._serialized_start=650
+  _globals['_UPDATEHEADER']._serialized_end=779
+  _globals['_UPDATECHUNK']._serialized_start=781
+  _globals['_UPDATECHUNK']._serialized_end=870
+  _globals['_ECHOREQUEST']._serialized_start=872
+  _globals['_ECHOREQUEST']._serialized_end=902
+  _globals['_ECHOREPLY']._serialized_start=904
+  _globals['_ECHOREPLY']._serialized_end=932
+  _globals['_DOWNLOADREQUEST']._serialized_start=934
+  _globals['_DOWNLOADREQUEST']._serialized_end=993
+  _globals['_DATACHUNK']._serialized_start=995
+  _globals['_DATACHUNK']._serialized_end=1020
+  _globals['_SITESERVICE']._serialized_start=1023
+  _globals['_SITESERVICE']._serialized_end=1431
 # @@protoc_insertion_point(module_scope)

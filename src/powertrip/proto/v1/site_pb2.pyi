@@ -137,6 +137,7 @@ class TrainHeader(_message.Message):
     POWER_CAP_RATIO_FIELD_NUMBER: _builtins.int
     MODEL_BYTES_FIELD_NUMBER: _builtins.int
     SEED_FIELD_NUMBER: _builtins.int
+    LOCAL_EPOCHS_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     round_index: _builtins.int
     local_steps: _builtins.int
@@ -147,6 +148,8 @@ class TrainHeader(_message.Message):
     model_bytes: _builtins.int
     """Size of the safetensors payload that follows."""
     seed: _builtins.int
+    local_epochs: _builtins.float
+    """> 0: train this many passes over the site's shard instead of `local_steps` steps."""
     def __init__(
         self,
         *,
@@ -158,10 +161,11 @@ class TrainHeader(_message.Message):
         power_cap_ratio: _builtins.float = ...,
         model_bytes: _builtins.int = ...,
         seed: _builtins.int = ...,
+        local_epochs: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size", b"batch_size", "job_id", b"job_id", "learning_rate", b"learning_rate", "local_steps", b"local_steps", "model_bytes", b"model_bytes", "power_cap_ratio", b"power_cap_ratio", "round_index", b"round_index", "seed", b"seed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size", b"batch_size", "job_id", b"job_id", "learning_rate", b"learning_rate", "local_epochs", b"local_epochs", "local_steps", b"local_steps", "model_bytes", b"model_bytes", "power_cap_ratio", b"power_cap_ratio", "round_index", b"round_index", "seed", b"seed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
