@@ -99,6 +99,13 @@ def test_jobs_list_filters_by_phase(store: JobStore) -> None:
     queued = store.next_queued()
     assert queued is not None
     assert queued.job_id == second
+    assert store.counts() == {
+        JobPhase.QUEUED: 2,
+        JobPhase.RUNNING: 1,
+        JobPhase.SUCCEEDED: 0,
+        JobPhase.FAILED: 0,
+        JobPhase.CANCELLED: 0,
+    }
 
 
 def test_rounds_are_recorded_in_order_and_summarised(store: JobStore) -> None:

@@ -101,3 +101,41 @@ def _coerce(policy: str, setting: str, hint: Any, value: Any) -> Any:
             f"policy {policy!r}: setting {setting!r} must be {expected}, got {value!r} ({error})"
         ) from None
     raise PolicyConfigError(f"policy {policy!r}: setting {setting!r} has unsupported type {hint}")
+
+
+def policy_json_schema() -> dict[str, Any]:
+    """JSON Schema of a policy mapping: one alternative per policy with its settings' types
+    (range checks stay with the policies, which explain what is out of range)."""
+    alternatives = []
+    for name in POLICY_NAMES:
+        fields = policy_settings(name)
+        hints = typing.get_type_hints(_policy_type(name))
+        properties: dict[str, Any] = {"name": {"const": name}}
+        for setting in fields:
+            properties[setting] = _setting_schema(hints[setting])
+        required = [f.name for f in fields.values() if f.default is dataclasses.MISSING]
+        alternatives.append(
+            {
+                "type": "object",
+                "title": name,
+                "properties": properties,
+                "required": ["name", *required],
+                "additionalProperties": False,
+            }
+        )
+    return {"oneOf": alternatives}
+
+
+def _setting_schema(hint: Any) -> dict[str, Any]:
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    schemas: list[dict[str, Any]] = []
+    for option in options:
+        if option is type(None):
+            schemas.append({"type": "null"})
+        elif isinstance(option, type) and issubclass(option, Enum):
+            schemas.append({"type": "string", "enum": [str(m.value) for m in option]})
+        elif option is int:
+            schemas.append({"type": "integer"})
+        else:
+            schemas.append({"type": "number"})
+    return schemas[0] if len(schemas) == 1 else {"anyOf": schemas}

@@ -36,12 +36,13 @@ from powertrip.rounds import (
     TrainRequest,
 )
 from powertrip.selection import build_policy
+from powertrip.selection.registry import policy_json_schema
 from powertrip.transport.payload import encode_params
 
 log = logging.getLogger(__name__)
 
 
-MAX_SEED = 2**63 - 1
+MAX_SEED = 2**53 - 1  # the largest integer every JSON client reads exactly
 
 
 class JobSpec(BaseModel):
@@ -51,7 +52,8 @@ class JobSpec(BaseModel):
     job is submitted, with the valid names, rather than when it starts.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # Strict: `false` is not 0.0 and "3" is not 3 (a JSON int still counts as a float).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
     task: str = Field(default="mnist", description="Task name (mnist, digits, emnist, ...).")
     model: str = Field(default="mlp", description="Model of the task (mlp, cnn, lstm).")
@@ -59,6 +61,7 @@ class JobSpec(BaseModel):
         default_factory=lambda: {"name": "powertrip"},
         description="Selection policy: its `name` and its settings, e.g. "
         '{"name": "static-k", "k": 8}.',
+        json_schema_extra=policy_json_schema(),
     )
     target_accuracy: float = Field(default=0.8, gt=0, le=1)
     max_rounds: int = Field(default=30, ge=1, le=100_000)
@@ -128,7 +131,7 @@ class JobFile(JobSpec):
     """A job run by `powertrip aggregator --job FILE`: a spec with its id and data folder."""
 
     job_id: str = Field(default="job", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
-    data_dir: Path | None = None
+    data_dir: Path | None = Field(default=None, strict=False)  # a string in YAML
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from powertrip.metrics import TRANSFER_BYTES
 from powertrip.rounds import RoundRecord
+
+if TYPE_CHECKING:
+    from powertrip.aggregator.store import JobPhase
 
 ROUND_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
@@ -65,3 +73,17 @@ class AggregatorMetrics:
         self.accuracy.labels(job_id).set(record.accuracy)
         self.transfer.labels(job_id, "sent").inc(payload_bytes * len(record.selected_site_ids))
         self.transfer.labels(job_id, "received").inc(payload_bytes * len(record.completed_site_ids))
+
+
+class JobsCollector(Collector):
+    """`powertrip_jobs{state}`: jobs in each state, read from the store at every scrape."""
+
+    def __init__(self, counts: Callable[[], Mapping[JobPhase, int]]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        """One gauge sample per job state."""
+        gauge = GaugeMetricFamily("powertrip_jobs", "Jobs by state.", labels=["state"])
+        for state, count in self.counts().items():
+            gauge.add_metric([str(state)], count)
+        yield gauge

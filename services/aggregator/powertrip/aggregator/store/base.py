@@ -134,6 +134,10 @@ class JobStore(Protocol):
         """Every job in `phase`, oldest first."""
         ...
 
+    def counts(self) -> dict[JobPhase, int]:
+        """How many jobs are in each phase (every phase present)."""
+        ...
+
     def mark_running(self, job_id: str, now_s: float) -> JobRecord:
         """A queued job starts (or starts again after a crash)."""
         ...

@@ -62,6 +62,14 @@ class MemoryJobStore:
         with self._lock:
             return [j for j in self._jobs.values() if j.phase is phase]
 
+    def counts(self) -> dict[JobPhase, int]:
+        """How many jobs are in each phase (every phase present)."""
+        with self._lock:
+            counts = dict.fromkeys(JobPhase, 0)
+            for job in self._jobs.values():
+                counts[job.phase] += 1
+            return counts
+
     def mark_running(self, job_id: str, now_s: float) -> JobRecord:
         """A queued job starts (or starts again after a crash)."""
         with self._lock:

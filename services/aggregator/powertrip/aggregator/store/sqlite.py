@@ -204,6 +204,12 @@ class SqliteJobStore:
         """Every job in `phase`, oldest first."""
         return self._phase(phase, -1)
 
+    def counts(self) -> dict[JobPhase, int]:
+        """How many jobs are in each phase (every phase present)."""
+        with self._lock:
+            rows = self._db.execute("SELECT phase, COUNT(*) AS n FROM jobs GROUP BY phase")
+            return dict.fromkeys(JobPhase, 0) | {JobPhase(r["phase"]): r["n"] for r in rows}
+
     def _phase(self, phase: JobPhase, limit: int) -> list[JobRecord]:
         with self._lock:
             rows = self._db.execute(
