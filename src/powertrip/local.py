@@ -215,11 +215,22 @@ class LocalDeployment:
     def aggregator(self, job_file: Path, linger_s: float = 0.0) -> Child:
         """Start the aggregator on `job_file`; its ready line is consumed here."""
         child = self.spawn(
-            "aggregator", "aggregator", str(job_file), "--profiler", self.profiler_address,
+            "aggregator", "aggregator", "--job", str(job_file), "--profiler", self.profiler_address,
             "--metrics-port", "0", "--linger-s", str(linger_s),
         )  # fmt: skip
         self.metrics["aggregator"] = int(child.ready()["metrics_port"])
         return child
+
+    def aggregator_service(self, data_dir: Path, *extra: str) -> tuple[Child, dict[str, Any]]:
+        """Start the aggregator serving the job API on a free port over `data_dir`; the child
+        and its ready line (api_url, token_file)."""
+        child = self.spawn(
+            "aggregator", "aggregator", "--profiler", self.profiler_address, "--port", "0",
+            "--data-dir", str(data_dir), *extra,
+        )  # fmt: skip
+        ready = child.ready()
+        self.metrics["aggregator"] = int(ready["port"])
+        return child, ready
 
     def scrape_targets(self) -> list[str]:
         """host:port of every /metrics endpoint."""

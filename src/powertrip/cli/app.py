@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from powertrip.cli import local, services
+from powertrip.cli import jobs, local, services
 from powertrip.cli.console import make_console
 from powertrip.cli.ranking_table import ranking_table, select_once
 from powertrip.cli.simulate import report, simulate
@@ -107,6 +107,10 @@ app.command()(services.profiler)
 app.command()(services.aggregator)
 app.command()(local.up)
 app.command()(local.demo)
+app.command()(jobs.submit)
+app.command()(jobs.jobs)
+app.command()(jobs.watch)
+app.command()(jobs.cancel)
 
 
 def main() -> None:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import queue
+import shutil
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from powertrip.cli.console import make_console
-from powertrip.errors import PowerTripError
 from powertrip.local import LocalDeployment
 from powertrip.process import stop_on_signals
 
@@ -62,65 +61,40 @@ def demo(
     policy: Annotated[str, typer.Option(help="Selection policy.")] = "powertrip",
     target_accuracy: Annotated[float, typer.Option(help="Stop at this accuracy.")] = 0.85,
     max_rounds: Annotated[int, typer.Option(help="Round budget.")] = 30,
-    run_dir: Annotated[Path, typer.Option(help="Where logs go.")] = Path("out/demo"),
+    run_dir: Annotated[Path, typer.Option(help="Where logs and the demo's job data go.")] = Path(
+        "out/demo"
+    ),
     seed: Annotated[int, typer.Option(help="Seed of data, model and policy.")] = 0,
 ) -> None:
-    """Start the system on this host, train with the PowerTrip policy, show every round."""
+    """Start the system on this host, submit a job to the aggregator's REST API, and watch it
+    round by round (the job data of earlier demos in RUN_DIR/data is discarded)."""
+    from powertrip.aggregator.client import ApiClient
+    from powertrip.cli.jobs import watch_job
+
     console = make_console()
     stop = stop_on_signals()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    job = run_dir / "job.yaml"
-    job.write_text(
-        json.dumps(
-            {
-                "job_id": "demo",
-                "policy": {"name": policy},
-                "target_accuracy": target_accuracy,
-                "max_rounds": max_rounds,
-                "seed": seed,
-            }
-        )
+    data_dir = run_dir / "data"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    console.print(
+        f"starting the profiler, {sites} sites and the aggregator (logs in {run_dir}/) ..."
     )
-    console.print(f"starting the profiler and {sites} sites (logs in {run_dir}/) ...")
     with LocalDeployment(sites, run_dir, seed) as deployment:
-        aggregator = deployment.aggregator(job)
-        table = Table(title=f"job 'demo': {policy} policy, target {target_accuracy:.0%}")
-        for column in ("round", "sites", "accuracy", "round s", "compute s", "comm s", "selected"):
-            table.add_column(column)
-        done: dict[str, Any] = {}
-        while not stop.is_set():
-            try:
-                event = aggregator.lines.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            if event["event"] == "round":
-                console.print(
-                    f"round {event['round']:>3}  {len(event['selected']):>2} sites  "
-                    f"accuracy {event['accuracy']:.3f}  round {event['round_time_s']:.2f} s "
-                    f"(compute {event['compute_s']:.2f}, comm {event['communication_s']:.2f})  "
-                    f"{', '.join(event['selected'])}"
-                    + (f"  dropped {[d[0] for d in event['dropped']]}" if event["dropped"] else ""),
-                    highlight=False,
-                )
-                table.add_row(
-                    str(event["round"]), str(len(event["selected"])), f"{event['accuracy']:.3f}",
-                    f"{event['round_time_s']:.2f}", f"{event['compute_s']:.2f}",
-                    f"{event['communication_s']:.2f}", ", ".join(event["selected"]),
-                )  # fmt: skip
-            elif event["event"] == "done":
-                done = event
-            elif event["event"] == "exit":
-                break
+        _, ready = deployment.aggregator_service(data_dir)
+        token = Path(ready["token_file"]).read_text(encoding="utf-8").strip()
+        with ApiClient(ready["api_url"], token) as client:
+            job = client.submit(
+                {
+                    "policy": {"name": policy},
+                    "target_accuracy": target_accuracy,
+                    "max_rounds": max_rounds,
+                    "seed": seed,
+                }
+            )
+            console.print(
+                f"submitted job [bold]{job['id']}[/] to {ready['api_url']} "
+                f"({policy} policy, target {target_accuracy:.0%}); the API's docs are at "
+                f"{ready['api_url']}/docs"
+            )
+            watch_job(client, job["id"], console, stop=stop)
         if stop.is_set():
             console.print("stopped: every process of the demo is shut down")
-            return
-        if not done:
-            raise PowerTripError(f"the aggregator stopped early; see {run_dir}/aggregator.log")
-        console.print(table)
-        tta = done["time_to_accuracy_s"]
-        console.print(
-            f"[bold]{'reached' if done['reached'] else 'did not reach'}[/] "
-            f"{done['target_accuracy']:.0%} "
-            + (f"in {tta:.1f} s " if tta is not None else "")
-            + f"after {done['rounds']} rounds; final accuracy {done['accuracy']:.3f}"
-        )

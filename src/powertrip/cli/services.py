@@ -10,13 +10,18 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from powertrip.errors import PowerTripError
 from powertrip.process import stop_on_signals
 from powertrip.yaml_text import parse_yaml
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from powertrip.aggregator.job import JobFile
 
 Host = Annotated[str, typer.Option(help="Address to listen on.")]
 Port = Annotated[int, typer.Option(help="gRPC port (0: any free port).")]
@@ -147,39 +152,88 @@ def profiler(
 def aggregator(
     profiler: Annotated[str, typer.Option(help="host:port of the profiler.")],
     job: Annotated[
-        Path | None, typer.Argument(help="Job YAML (default: the embedded one).")
+        Path | None,
+        typer.Option(help="Run this one job file and exit, instead of serving the job API."),
     ] = None,
     sites: Annotated[
         Path | None, typer.Option(help="Sites file whose sites (with an address) to register.")
     ] = None,
-    host: Annotated[str, typer.Option(help="Address of /metrics.")] = "127.0.0.1",
-    metrics_port: Annotated[
-        int | None, typer.Option(help="Serve /metrics on this port (0: any free port).")
+    host: Annotated[str, typer.Option(help="Address of the API (and of /metrics).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of the job API (0: any free port).")] = 8080,
+    data_dir: Annotated[
+        Path, typer.Option(help="Where jobs, rounds, checkpoints and the API token live.")
+    ] = Path("powertrip-data"),
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="POWERTRIP_API_TOKEN",
+            show_default=False,
+            help="API token (default: DATA_DIR/api-token, made on first start).",
+        ),
     ] = None,
-    linger_s: Annotated[float, typer.Option(help="Keep /metrics up this long after.")] = 0.0,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "info",
+    auth_reads: Annotated[bool, typer.Option(help="Require the token on reads too.")] = False,
+    max_concurrent_jobs: Annotated[int, typer.Option(min=1, help="Jobs running at once.")] = 1,
+    checkpoint_every: Annotated[
+        int, typer.Option(min=1, help="Checkpoint the model every N rounds (and at the end).")
+    ] = 1,
+    datasets_dir: Annotated[
+        Path | None, typer.Option(help="Folder with one sub-folder per file-based task.")
+    ] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="--job only: serve /metrics on this port (0: any).")
+    ] = None,
+    linger_s: Annotated[
+        float, typer.Option(help="--job only: keep /metrics up this long after.")
+    ] = 0.0,
+    log_level: LogLevel = "info",
 ) -> None:
-    """Run the aggregator on one job: rounds over the profiled sites, one JSON line each."""
-    from pydantic import ValidationError
+    """Serve the REST job API (jobs queue, run and resume after a restart), or with --job run
+    one job file and print every round as a JSON line."""
+    _logging(log_level)
+    if job is None:
+        from powertrip.aggregator.main import ApiServerSettings, serve_api
 
-    from powertrip.aggregator.job import JobFile
+        serve_api(
+            ApiServerSettings(
+                profiler=profiler,
+                data_dir=data_dir,
+                host=host,
+                port=port,
+                token=token,
+                auth_reads=auth_reads,
+                max_concurrent_jobs=max_concurrent_jobs,
+                checkpoint_every=checkpoint_every,
+                datasets_dir=datasets_dir,
+                sites_file=sites,
+                log_level=log_level,
+            )
+        )
+        return
     from powertrip.aggregator.main import AggregatorSettings, run_aggregator
 
-    _logging(log_level)
-    try:
-        document = (
-            parse_yaml(job.read_text(encoding="utf-8"), str(job), PowerTripError) if job else {}
-        )
-        spec = JobFile.model_validate(document or {})
-    except OSError as error:
-        raise PowerTripError(f"{job}: cannot read the job file: {error.strerror}") from None
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
-        )
-        raise PowerTripError(f"{job}: invalid job: {problems}") from None
+    spec = load_job_file(job)
     stop = stop_on_signals()
     reached = run_aggregator(
         AggregatorSettings(profiler, spec, sites, host, metrics_port, linger_s), stop
     )
     raise typer.Exit(0 if reached else 1)
+
+
+def load_job_file(path: Path) -> JobFile:
+    """A job file (YAML), every problem in it named."""
+    from pydantic import ValidationError
+
+    from powertrip.aggregator.job import JobFile
+
+    try:
+        document = parse_yaml(path.read_text(encoding="utf-8"), str(path), PowerTripError)
+        return JobFile.model_validate(document or {})
+    except OSError as error:
+        raise PowerTripError(f"{path}: cannot read the job file: {error.strerror}") from None
+    except ValidationError as error:
+        raise PowerTripError(f"{path}: invalid job: {validation_problems(error)}") from None
+
+
+def validation_problems(error: ValidationError) -> str:
+    """Every problem of a pydantic error on one line: `field: message; ...`."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
