@@ -21,10 +21,7 @@ SERVICE_NAME = "powertrip.proto.v1.ProfilerService"
 
 def to_proto(profile: Profile) -> profiler_pb2.SiteProfile:
     """A profile as its wire message."""
-    fields = dataclasses.asdict(profile)
-    fields.pop("power_source")
-    fields.pop("energy_j")
-    return profiler_pb2.SiteProfile(**fields)
+    return profiler_pb2.SiteProfile(**dataclasses.asdict(profile))
 
 
 class ProfilerServicer:

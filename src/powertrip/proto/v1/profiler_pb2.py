@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!powertrip/proto/v1/profiler.proto\x12\x12powertrip.proto.v1\"\x96\x02\n\x0bSiteProfile\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x13\n\x0b\x64istance_km\x18\x03 \x01(\x01\x12\x0c\n\x04gpus\x18\x04 \x01(\r\x12\x13\n\x0bgpu_power_w\x18\x05 \x01(\x01\x12\x1d\n\x15power_available_ratio\x18\x06 \x01(\x01\x12\x0f\n\x07power_w\x18\x07 \x01(\x01\x12\x15\n\rpower_limit_w\x18\x08 \x01(\x01\x12\r\n\x05rtt_s\x18\t \x01(\x01\x12\x1d\n\x15\x62\x61ndwidth_bytes_per_s\x18\n \x01(\x01\x12\x18\n\x10last_seen_unix_s\x18\x0b \x01(\x01\x12\x0f\n\x07healthy\x18\x0c \x01(\x08\x12\r\n\x05\x65rror\x18\r \x01(\t\"\x15\n\x13ListProfilesRequest\"I\n\x14ListProfilesResponse\x12\x31\n\x08profiles\x18\x01 \x03(\x0b\x32\x1f.powertrip.proto.v1.SiteProfile\"H\n\x0fRegisterRequest\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x13\n\x0b\x64istance_km\x18\x03 \x01(\x01\"5\n\x10RegisterResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t2\xcb\x01\n\x0fProfilerService\x12\x61\n\x0cListProfiles\x12\'.powertrip.proto.v1.ListProfilesRequest\x1a(.powertrip.proto.v1.ListProfilesResponse\x12U\n\x08Register\x12#.powertrip.proto.v1.RegisterRequest\x1a$.powertrip.proto.v1.RegisterResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!powertrip/proto/v1/profiler.proto\x12\x12powertrip.proto.v1\"\xbe\x02\n\x0bSiteProfile\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x13\n\x0b\x64istance_km\x18\x03 \x01(\x01\x12\x0c\n\x04gpus\x18\x04 \x01(\r\x12\x13\n\x0bgpu_power_w\x18\x05 \x01(\x01\x12\x1d\n\x15power_available_ratio\x18\x06 \x01(\x01\x12\x0f\n\x07power_w\x18\x07 \x01(\x01\x12\x15\n\rpower_limit_w\x18\x08 \x01(\x01\x12\r\n\x05rtt_s\x18\t \x01(\x01\x12\x1d\n\x15\x62\x61ndwidth_bytes_per_s\x18\n \x01(\x01\x12\x18\n\x10last_seen_unix_s\x18\x0b \x01(\x01\x12\x0f\n\x07healthy\x18\x0c \x01(\x08\x12\r\n\x05\x65rror\x18\r \x01(\t\x12\x14\n\x0cpower_source\x18\x0e \x01(\t\x12\x10\n\x08\x65nergy_j\x18\x0f \x01(\x01\"\x15\n\x13ListProfilesRequest\"I\n\x14ListProfilesResponse\x12\x31\n\x08profiles\x18\x01 \x03(\x0b\x32\x1f.powertrip.proto.v1.SiteProfile\"H\n\x0fRegisterRequest\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x13\n\x0b\x64istance_km\x18\x03 \x01(\x01\"5\n\x10RegisterResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t2\xcb\x01\n\x0fProfilerService\x12\x61\n\x0cListProfiles\x12\'.powertrip.proto.v1.ListProfilesRequest\x1a(.powertrip.proto.v1.ListProfilesResponse\x12U\n\x08Register\x12#.powertrip.proto.v1.RegisterRequest\x1a$.powertrip.proto.v1.RegisterResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,15 +32,15 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'powertrip.proto.v1.profiler
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SITEPROFILE']._serialized_start=58
-  _globals['_SITEPROFILE']._serialized_end=336
-  _globals['_LISTPROFILESREQUEST']._serialized_start=338
-  _globals['_LISTPROFILESREQUEST']._serialized_end=359
-  _globals['_LISTPROFILESRESPONSE']._serialized_start=361
-  _globals['_LISTPROFILESRESPONSE']._serialized_end=434
-  _globals['_REGISTERREQUEST']._serialized_start=436
-  _globals['_REGISTERREQUEST']._serialized_end=508
-  _globals['_REGISTERRESPONSE']._serialized_start=510
-  _globals['_REGISTERRESPONSE']._serialized_end=563
-  _globals['_PROFILERSERVICE']._serialized_start=566
-  _globals['_PROFILERSERVICE']._serialized_end=769
+  _globals['_SITEPROFILE']._serialized_end=376
+  _globals['_LISTPROFILESREQUEST']._serialized_start=378
+  _globals['_LISTPROFILESREQUEST']._serialized_end=399
+  _globals['_LISTPROFILESRESPONSE']._serialized_start=401
+  _globals['_LISTPROFILESRESPONSE']._serialized_end=474
+  _globals['_REGISTERREQUEST']._serialized_start=476
+  _globals['_REGISTERREQUEST']._serialized_end=548
+  _globals['_REGISTERRESPONSE']._serialized_start=550
+  _globals['_REGISTERRESPONSE']._serialized_end=603
+  _globals['_PROFILERSERVICE']._serialized_start=606
+  _globals['_PROFILERSERVICE']._serialized_end=809
 # @@protoc_insertion_point(module_scope)

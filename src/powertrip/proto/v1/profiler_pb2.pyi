@@ -35,6 +35,8 @@ class SiteProfile(_message.Message):
     LAST_SEEN_UNIX_S_FIELD_NUMBER: _builtins.int
     HEALTHY_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    POWER_SOURCE_FIELD_NUMBER: _builtins.int
+    ENERGY_J_FIELD_NUMBER: _builtins.int
     site_id: _builtins.str
     address: _builtins.str
     """host:port of the site's gRPC server as the aggregator reaches it."""
@@ -51,6 +53,10 @@ class SiteProfile(_message.Message):
     last_seen_unix_s: _builtins.float
     healthy: _builtins.bool
     error: _builtins.str
+    power_source: _builtins.str
+    """Where power_w came from: constant, trace, nvml, dcgm."""
+    energy_j: _builtins.float
+    """Energy the site reports it has used, joules."""
     def __init__(
         self,
         *,
@@ -67,10 +73,12 @@ class SiteProfile(_message.Message):
         last_seen_unix_s: _builtins.float = ...,
         healthy: _builtins.bool = ...,
         error: _builtins.str = ...,
+        power_source: _builtins.str = ...,
+        energy_j: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "bandwidth_bytes_per_s", b"bandwidth_bytes_per_s", "distance_km", b"distance_km", "error", b"error", "gpu_power_w", b"gpu_power_w", "gpus", b"gpus", "healthy", b"healthy", "last_seen_unix_s", b"last_seen_unix_s", "power_available_ratio", b"power_available_ratio", "power_limit_w", b"power_limit_w", "power_w", b"power_w", "rtt_s", b"rtt_s", "site_id", b"site_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "bandwidth_bytes_per_s", b"bandwidth_bytes_per_s", "distance_km", b"distance_km", "energy_j", b"energy_j", "error", b"error", "gpu_power_w", b"gpu_power_w", "gpus", b"gpus", "healthy", b"healthy", "last_seen_unix_s", b"last_seen_unix_s", "power_available_ratio", b"power_available_ratio", "power_limit_w", b"power_limit_w", "power_source", b"power_source", "power_w", b"power_w", "rtt_s", b"rtt_s", "site_id", b"site_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
