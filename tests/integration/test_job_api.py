@@ -4,6 +4,10 @@ life over REST, cancel mid-round, and resume after the aggregator is SIGKILLed."
 from __future__ import annotations
 
 import itertools
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -135,3 +139,58 @@ def test_a_sigkilled_aggregator_resumes_its_job(
     assert [r["round_index"] for r in rounds] == list(range(1, 9))
     assert job["current_round"] == 8
     assert all(r["end_time_s"] <= s["start_time_s"] + 1e-9 for r, s in itertools.pairwise(rounds))
+
+
+def powertrip(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "powertrip", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env={**os.environ, **env},
+        check=False,
+    )
+
+
+def test_the_cli_submits_watches_lists_and_cancels(
+    deployment: LocalDeployment, tmp_path: Path
+) -> None:
+    """`powertrip submit --watch`, `jobs`, `cancel` against a real aggregator; a SIGTERMed
+    aggregator puts its running job back in the queue instead of failing it."""
+    child, client = api(deployment, tmp_path / "data")
+    env = {"POWERTRIP_API_URL": client.url, "POWERTRIP_API_TOKEN": client.http.headers[
+        "Authorization"].removeprefix("Bearer ")}  # fmt: skip
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text("policy: {name: all}\ntarget_accuracy: 0.6\nmax_rounds: 40\n")
+    watched = powertrip("submit", str(job_file), "--watch", env=env)
+    assert watched.returncode == 0, watched.stderr
+    assert "round   1" in watched.stdout
+    assert "succeeded: reached 0.6" in watched.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("task: imagenet\nmax_rounds: 0\n")
+    refused = powertrip("submit", str(bad), env=env)
+    said = " ".join(refused.stderr.split())  # the console wraps long lines
+    assert refused.returncode != 0
+    assert "task: Value error, unknown task 'imagenet'; valid tasks: mnist" in said
+    assert "max_rounds: Input should be greater than or equal to 1" in said
+    with client:
+        long_job = client.submit({"target_accuracy": 0.99, "max_rounds": 500})
+        listed = powertrip("jobs", env=env)
+        assert long_job["id"] in listed.stdout
+        cancelled = powertrip("cancel", long_job["id"], env=env)
+        assert cancelled.returncode == 0, cancelled.stderr
+        wait_for(lambda: client.job(long_job["id"])["state"] == "cancelled", "the cancel")
+        resumable = client.submit({"target_accuracy": 0.99, "max_rounds": 500})
+        wait_for(lambda: client.job(resumable["id"])["current_round"] >= 1, "a round")
+        forged = powertrip("cancel", resumable["id"], env={**env, "POWERTRIP_API_TOKEN": "x"})
+        assert "403 the API token is not valid" in " ".join(forged.stderr.split())
+        assert client.job(resumable["id"])["state"] == "running"
+    child.process.terminate()
+    assert child.process.wait(timeout=30) in (0, -signal.SIGTERM)  # uvicorn re-raises it
+    store = SqliteJobStore(tmp_path / "data")
+    job = store.get(resumable["id"])
+    store.close()
+    assert job.phase is JobPhase.QUEUED
+    assert job.reason.startswith("the aggregator stopped after round")
+    unreachable = powertrip("cancel", resumable["id"], env=env)
+    assert "cannot reach the aggregator" in unreachable.stderr

@@ -200,3 +200,16 @@ def test_nvml_errors_say_what_they_mean() -> None:
     source = NvmlPowerSource(ConstantPowerSource(0.5, 1.0), nvml=FakeNvml(refuse=True))
     with pytest.raises(PowerError, match="needs root or CAP_SYS_ADMIN"):
         source.read()
+
+
+@pytest.mark.parametrize(
+    ("epochs", "samples", "steps"), [(None, 100, 7), (1.0, 112, 7), (2.0, 100, 13), (0.01, 100, 1)]
+)
+def test_local_epochs_become_passes_over_the_shard(
+    epochs: float | None, samples: int, steps: int
+) -> None:
+    """local_epochs=e means ceil(e * samples / batch) steps (at least one); unset, local_steps."""
+    order = TrainOrder(
+        round_index=1, local_steps=7, batch_size=16, learning_rate=0.1, local_epochs=epochs
+    )
+    assert order.steps_for(samples) == steps

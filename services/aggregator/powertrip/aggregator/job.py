@@ -155,7 +155,8 @@ class HealthTrackingSites:
         """Train through the wrapped client, observing each report on its way."""
 
         def observe(report: SiteReport) -> None:
-            self.health.observe((report,))
+            if not (self.client.abort is not None and self.client.abort.is_set()):
+                self.health.observe((report,))  # an aborted round says nothing of the sites
             deliver(report)
 
         self.client.train(request, observe)
