@@ -5,14 +5,14 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from powertrip.aggregator.api.schemas import SiteView
+from powertrip.aggregator.api.schemas import ErrorBody, SiteView
 from powertrip.aggregator.runner import JobRunner
 from powertrip.aggregator.store import JobStore
 
@@ -112,6 +112,13 @@ def known_query(request: Request) -> None:
 
 
 KnownQuery = Depends(known_query)
+
+V1_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "No API token."},
+    403: {"model": ErrorBody, "description": "Wrong API token."},
+    422: {"model": ErrorBody, "description": "A bad body or query: every problem listed."},
+}
+"""What every /v1 route may answer besides its own statuses."""
 
 
 def _query_names(dependant: Dependant) -> set[str]:

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Query, Response
 from fastapi.responses import StreamingResponse
 
-from powertrip.aggregator.api.deps import KnownQuery, Reader, Services, Writer
+from powertrip.aggregator.api.deps import V1_RESPONSES, KnownQuery, Reader, Services, Writer
 from powertrip.aggregator.api.schemas import ErrorBody, JobPage, JobView, RoundPage, RoundView
 from powertrip.aggregator.job import JobSpec
 from powertrip.aggregator.store import JobNotFoundError, JobPhase
@@ -16,12 +16,7 @@ router = APIRouter(
     prefix="/v1/jobs",
     tags=["jobs"],
     dependencies=[KnownQuery],
-    responses={
-        422: {"model": ErrorBody, "description": "A bad body or query: every problem listed."},
-        401: {"model": ErrorBody, "description": "No API token."},
-        403: {"model": ErrorBody, "description": "Wrong API token."},
-        404: {"model": ErrorBody, "description": "No such job."},
-    },
+    responses={**V1_RESPONSES, 404: {"model": ErrorBody, "description": "No such job."}},
 )
 
 JobId = Annotated[str, Path(min_length=1, max_length=64, description="The job's id.")]

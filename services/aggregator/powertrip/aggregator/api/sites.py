@@ -7,7 +7,7 @@ from collections.abc import Callable
 import grpc
 from fastapi import APIRouter, HTTPException
 
-from powertrip.aggregator.api.deps import KnownQuery, Reader, Services
+from powertrip.aggregator.api.deps import V1_RESPONSES, KnownQuery, Reader, Services
 from powertrip.aggregator.api.schemas import ErrorBody, SiteView
 from powertrip.profiler.client import ProfilerClient
 
@@ -15,11 +15,7 @@ router = APIRouter(
     prefix="/v1/sites",
     tags=["sites"],
     dependencies=[KnownQuery],
-    responses={
-        422: {"model": ErrorBody, "description": "A bad body or query: every problem listed."},
-        401: {"model": ErrorBody, "description": "No API token."},
-        403: {"model": ErrorBody, "description": "Wrong API token."},
-    },
+    responses=V1_RESPONSES,
 )
 
 
