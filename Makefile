@@ -44,6 +44,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/selection.py
 	$(BIN)/python benchmarks/simulate.py
 	$(BIN)/python benchmarks/transfer.py
+	$(BIN)/python benchmarks/aggregate_memory.py
+	$(BIN)/python benchmarks/job_store.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
