@@ -115,21 +115,28 @@ class JobRunner:
     def _dispatch(self) -> None:
         with self._wake:
             while not self._shutdown:
-                while len(self._running) < self.max_concurrent_jobs:
-                    job = self.store.next_queued()
-                    if job is None:
-                        break
-                    self._running[job.job_id] = threading.Event()
-                    try:
-                        job = self.store.mark_running(job.job_id, self.clock())
-                    except PowerTripError:  # cancelled between the two calls
-                        del self._running[job.job_id]
-                        continue
-                    thread = threading.Thread(target=self._run, args=(job,), name=job.job_id)
-                    self._threads = [t for t in self._threads if t.is_alive()]
-                    self._threads.append(thread)
-                    thread.start()
+                try:
+                    self._start_queued()
+                except Exception:  # a store that fails now may answer at the next wake-up
+                    log.exception("could not start queued jobs")
                 self._wake.wait(1.0)  # also picks up jobs queued by another path
+
+    def _start_queued(self) -> None:
+        """Start queued jobs, oldest first, while slots are free (called holding the lock)."""
+        while len(self._running) < self.max_concurrent_jobs:
+            job = self.store.next_queued()
+            if job is None:
+                return
+            self._running[job.job_id] = threading.Event()
+            try:
+                job = self.store.mark_running(job.job_id, self.clock())
+            except PowerTripError:  # cancelled between the two calls
+                del self._running[job.job_id]
+                continue
+            thread = threading.Thread(target=self._run, args=(job,), name=job.job_id)
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+            thread.start()
 
     def _run(self, job: JobRecord) -> None:
         job_id = job.job_id
