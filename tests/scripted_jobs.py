@@ -16,8 +16,9 @@ from powertrip.rounds import JobState, RoundRecord
 TIMEOUT_S = 10.0
 
 
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = TIMEOUT_S) -> None:
+    """Poll `condition` (state held by another thread or process) until true or timeout."""
+    deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")

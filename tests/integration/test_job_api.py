@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import scripted_jobs
 from powertrip.aggregator.client import ApiClient, ApiError
 from powertrip.aggregator.store import JobPhase, SqliteJobStore, round_to_dict
 from powertrip.local import Child, LocalDeployment
@@ -27,11 +28,7 @@ FINISHED = ("succeeded", "failed", "cancelled")
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    scripted_jobs.wait_for(condition, what, timeout_s)
 
 
 @pytest.fixture
