@@ -47,6 +47,7 @@ class NamespacePair:
     left: str
     right: str
     left_device: str
+    left_address: str
     right_address: str
 
     def exec_prefix(self, namespace: str) -> tuple[str, ...]:
@@ -126,7 +127,7 @@ def namespace_pair() -> Iterator[NamespacePair]:
             for namespace, device in ((left, "pt0"), (right, "pt1")):
                 _ip("-n", namespace, "link", "set", device, "up")
                 _ip("-n", namespace, "link", "set", "lo", "up")
-            yield NamespacePair(left, right, "pt0", f"{subnet}.2")
+            yield NamespacePair(left, right, "pt0", f"{subnet}.1", f"{subnet}.2")
         finally:
             _ip("netns", "del", right)
     finally:

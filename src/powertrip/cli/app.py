@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from powertrip.cli import jobs, local, services
+from powertrip.cli import jobs, link, local, services
 from powertrip.cli.console import make_console
 from powertrip.cli.ranking_table import ranking_table, select_once
 from powertrip.cli.simulate import report, simulate
@@ -111,6 +111,7 @@ app.command()(jobs.submit)
 app.command()(jobs.jobs)
 app.command()(jobs.watch)
 app.command()(jobs.cancel)
+app.add_typer(link.app, name="link")
 
 
 def main() -> None:

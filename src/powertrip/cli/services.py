@@ -70,15 +70,33 @@ def site(
         int | None, typer.Option(help="Cap this GPU's power through NVML (real GPU sites).")
     ] = None,
     device: Annotated[str, typer.Option(help="torch device: cpu or cuda:N.")] = "cpu",
+    link_delay_ms: Annotated[
+        float | None, typer.Option(help="Emulate this one-way link delay (default: none).")
+    ] = None,
+    link_rate_mbit: Annotated[
+        float | None, typer.Option(help="Emulate this link rate, Mbit/s (default: unlimited).")
+    ] = None,
+    link_loss_percent: Annotated[
+        float | None, typer.Option(help="Emulate this packet loss (needs netem).")
+    ] = None,
+    link_device: Annotated[
+        str | None,
+        typer.Option(help="Shape this interface with tc (needs NET_ADMIN); else all in userspace."),
+    ] = None,
     metrics_port: MetricsPort = None,
     log_level: LogLevel = "info",
 ) -> None:
-    """Run a site worker: its data shard, local training, power, probes."""
+    """Run a site worker: its data shard, local training, power, probes, and its link."""
+    from powertrip.netem import LinkShape
     from powertrip.site.main import SiteSettings, run_site
     from powertrip.site.server import SiteIdentity
     from powertrip.site.worker import ShardSpec
 
     _logging(log_level)
+    emulated = (link_delay_ms, link_rate_mbit, link_loss_percent)
+    link = None
+    if any(value is not None for value in emulated):
+        link = LinkShape.from_units(link_delay_ms or 0.0, link_rate_mbit, link_loss_percent or 0.0)
     stop = stop_on_signals()
     settings = SiteSettings(
         identity=SiteIdentity(site_id, distance_km, gpus, gpu_power_w),
@@ -95,6 +113,8 @@ def site(
         gpu_index=gpu_index,
         device=device,
         metrics_port=metrics_port,
+        link=link,
+        link_device=link_device,
     )
     run_site(settings, stop)
 

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from powertrip.errors import InvalidValueError
 from powertrip.metrics import serve_metrics
+from powertrip.netem import Applied, LinkShape, LinkShaper, ShapingError
 from powertrip.process import announce
 from powertrip.site.power import (
     ConstantPowerSource,
@@ -20,6 +21,7 @@ from powertrip.site.power import (
 )
 from powertrip.site.server import SiteCollector, SiteIdentity, SiteServicer, create_server
 from powertrip.site.worker import ShardSpec, SiteWorker
+from powertrip.transport.linkproxy import LinkProfile, LinkProxy
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,8 @@ class SiteSettings:
     gpu_index: int | None = None
     device: str = "cpu"
     metrics_port: int | None = None
+    link: LinkShape | None = None
+    link_device: str | None = None
 
     def power_source(self) -> PowerSource:
         """Constant or trace availability; through NVML when the site has a GPU index."""
@@ -66,8 +70,42 @@ class SiteSettings:
         return NvmlPowerSource(schedule, self.gpu_index)
 
 
+class SiteLink:
+    """The site's own link profile: the kernel shapes what it can on `link_device`, and a
+    userspace proxy in front of the gRPC port adds the rest (everything, with no device)."""
+
+    def __init__(self, shape: LinkShape, device: str | None) -> None:
+        self.shape = shape
+        self.shaper = LinkShaper(device) if device else None
+        self.applied: Applied | None = None
+        self.proxy: LinkProxy | None = None
+
+    def start(self) -> LinkProfile | None:
+        """Shape the device; returns what the proxy must still emulate (None: nothing)."""
+        if self.shaper is None:
+            log.warning("link: userspace proxy emulates %s", self.shape.describe())
+            rate = self.shape.rate_bits_per_s
+            return LinkProfile(self.shape.delay_s, None if rate is None else rate / 8)
+        self.applied = self.shaper.apply(self.shape)
+        log.warning("link: %s", self.applied.describe())
+        delay = self.applied.userspace_delay_s
+        return LinkProfile(delay) if delay else None
+
+    def stop(self) -> None:
+        """Stop the proxy and take the device's shaping off (a failure is logged, not raised)."""
+        if self.proxy is not None:
+            self.proxy.stop()
+        if self.shaper is not None and self.applied is not None:
+            try:
+                self.shaper.clear()
+            except ShapingError as error:
+                log.error("link: could not clear shaping: %s", error)
+
+
 def run_site(settings: SiteSettings, stop: threading.Event) -> None:
     """Serve until `stop` is set; announce the ports once listening."""
+    if settings.link_device and settings.link is None:
+        raise InvalidValueError("a link device needs a link profile (delay, rate or loss)")
     power = settings.power_source()
     worker = SiteWorker(
         settings.shard,
@@ -77,34 +115,55 @@ def run_site(settings: SiteSettings, stop: threading.Event) -> None:
         stop=stop,
     )
     servicer = SiteServicer(settings.identity, worker)
-    server, port = create_server(servicer, f"{settings.host}:{settings.port}")
-    server.start()
-    metrics_port = None
-    metrics = None
-    if settings.metrics_port is not None:
-        registry = CollectorRegistry()
-        registry.register(SiteCollector(servicer))
-        metrics = serve_metrics(registry, settings.host, settings.metrics_port)
-        metrics_port = metrics.port
-    address = settings.advertise or f"{settings.host}:{port}"
-    if settings.profiler:
-        from powertrip.profiler.client import ProfilerClient
+    link = SiteLink(settings.link, settings.link_device) if settings.link else None
+    try:
+        _serve(settings, servicer, worker, link, stop)
+    finally:
+        if link is not None:
+            link.stop()
 
-        client = ProfilerClient(settings.profiler)
-        try:
-            log.info(
-                client.register(settings.identity.site_id, address, settings.identity.distance_km)
-            )
-        finally:
-            client.close()
-    announce(
-        service="site",
-        site_id=settings.identity.site_id,
-        port=port,
-        metrics_port=metrics_port,
-        samples=worker.num_samples,
-    )
-    stop.wait()
-    server.stop(grace=1).wait(5)
-    if metrics is not None:
-        metrics.stop()
+
+def _serve(
+    settings: SiteSettings,
+    servicer: SiteServicer,
+    worker: SiteWorker,
+    link: SiteLink | None,
+    stop: threading.Event,
+) -> None:
+    proxied = link.start() if link is not None else None
+    if link is None or proxied is None:
+        server, port = create_server(servicer, f"{settings.host}:{settings.port}")
+        server.start()
+    else:
+        server, inner_port = create_server(servicer, "127.0.0.1:0")
+        server.start()
+        link.proxy = LinkProxy("127.0.0.1", inner_port, proxied, settings.host, settings.port)
+        port = link.proxy.start().port
+    metrics = None
+    try:
+        if settings.metrics_port is not None:
+            registry = CollectorRegistry()
+            registry.register(SiteCollector(servicer))
+            metrics = serve_metrics(registry, settings.host, settings.metrics_port)
+        address = settings.advertise or f"{settings.host}:{port}"
+        if settings.profiler:
+            from powertrip.profiler.client import ProfilerClient
+
+            client = ProfilerClient(settings.profiler)
+            try:
+                identity = settings.identity
+                log.info(client.register(identity.site_id, address, identity.distance_km))
+            finally:
+                client.close()
+        announce(
+            service="site",
+            site_id=settings.identity.site_id,
+            port=port,
+            metrics_port=metrics.port if metrics else None,
+            samples=worker.num_samples,
+        )
+        stop.wait()
+    finally:
+        server.stop(grace=1).wait(5)
+        if metrics is not None:
+            metrics.stop()
