@@ -15,15 +15,21 @@ import urllib.request
 from collections.abc import Sequence
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
+
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 
 
 def grpc_problem(address: str, timeout_s: float) -> str | None:
     """Why the gRPC server at `address` is not SERVING, or None when it is."""
     with grpc.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
+        check = channel.unary_unary(
+            HEALTH_CHECK,
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
         try:
-            reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
+            reply = check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
         except grpc.RpcError as error:
             return f"{address}: {error.code().name}: {error.details()}"
     if reply.status != health_pb2.HealthCheckResponse.SERVING:
