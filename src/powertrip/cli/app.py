@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from powertrip.cli import jobs, link, local, services
+from powertrip.cli import deploy, jobs, link, local, services
 from powertrip.cli.console import make_console
 from powertrip.cli.ranking_table import ranking_table, select_once
 from powertrip.cli.simulate import report, simulate
@@ -112,6 +112,7 @@ app.command()(jobs.jobs)
 app.command()(jobs.watch)
 app.command()(jobs.cancel)
 app.add_typer(link.app, name="link")
+app.add_typer(deploy.app, name="deploy")
 
 
 def main() -> None:
