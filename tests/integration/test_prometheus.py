@@ -1,9 +1,6 @@
 """Debian's real Prometheus scrapes the services of a local deployment during a job."""
 
 import json
-import os
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,29 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from powertrip.local import LocalDeployment, free_port
+from powertrip.local import LocalDeployment
+from prometheus_server import query, start_prometheus
 
 pytestmark = pytest.mark.integration
-
-
-def prometheus_binary() -> str:
-    """Debian's `prometheus`, installed with apt-get when missing (CI runs as root)."""
-    found = shutil.which("prometheus")
-    if found:
-        return found
-    if os.geteuid() != 0:
-        pytest.skip("prometheus is not installed and installing it needs root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, timeout=300)
-    subprocess.run(
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "prometheus"],
-        check=True,
-        env=env,
-        timeout=600,
-    )
-    found = shutil.which("prometheus")
-    assert found, "apt-get installed prometheus but it is not on PATH"
-    return found
 
 
 @pytest.fixture
@@ -41,46 +19,6 @@ def deployment(tmp_path: Path) -> Iterator[LocalDeployment]:
     """Profiler and two sites."""
     with LocalDeployment(2, tmp_path / "run", profile_period_s=0.5) as running:
         yield running
-
-
-def start_prometheus(tmp_path: Path, targets_file: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Prometheus scraping every second the targets listed in `targets_file`."""
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        json.dumps(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "scrape_configs": [
-                    {
-                        "job_name": "powertrip",
-                        "file_sd_configs": [
-                            {"files": [str(targets_file)], "refresh_interval": "1s"}
-                        ],
-                    }
-                ],
-            }
-        )
-    )
-    address = f"127.0.0.1:{free_port()}"
-    process = subprocess.Popen(
-        [
-            prometheus_binary(),
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address={address}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "prometheus.log").open("w"),
-    )
-    return process, f"http://{address}"
-
-
-def query(base: str, promql: str) -> list[dict[str, object]]:
-    """The instant-query result of `promql`."""
-    reply = httpx.get(f"{base}/api/v1/query", params={"query": promql}, timeout=5).json()
-    assert reply["status"] == "success", reply
-    result: list[dict[str, object]] = reply["data"]["result"]
-    return result
 
 
 def test_round_time_and_site_power_series_reach_prometheus(

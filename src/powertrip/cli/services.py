@@ -67,9 +67,15 @@ def site(
     trace_offset: Annotated[int, typer.Option(help="Trace step to start at.")] = 0,
     trace_step_s: Annotated[float, typer.Option(help="Seconds per 5-minute trace step.")] = 300.0,
     gpu_index: Annotated[
-        int | None, typer.Option(help="Cap this GPU's power through NVML (real GPU sites).")
+        int | None,
+        typer.Option(
+            help="Cap this GPU's power through NVML (real GPU sites).",
+            envvar="POWERTRIP_SITE_GPU_INDEX",
+        ),
     ] = None,
-    device: Annotated[str, typer.Option(help="torch device: cpu or cuda:N.")] = "cpu",
+    device: Annotated[
+        str, typer.Option(help="torch device: cpu or cuda:N.", envvar="POWERTRIP_SITE_DEVICE")
+    ] = "cpu",
     link_delay_ms: Annotated[
         float | None, typer.Option(help="Emulate this one-way link delay (default: none).")
     ] = None,
