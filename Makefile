@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench proto proto-check clean
+.PHONY: demo test lint typecheck unit bench proto proto-check images clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/transfer.py
 	$(BIN)/python benchmarks/aggregate_memory.py
 	$(BIN)/python benchmarks/job_store.py
+
+# Every Docker image from Debian packages and a local wheelhouse (no registry needed; root).
+images: $(STAMP)
+	$(BIN)/powertrip deploy images
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -121,7 +121,7 @@ class Applied:
             return f"{self.device}: netem applies {wanted} (the round trip's delay on egress)"
         parts = []
         if self.qdisc == "tbf":
-            parts.append(f"tbf paces {self.shape.rate_bits_per_s or 0:.6g} bit/s")
+            parts.append(f"tbf paces {(self.shape.rate_bits_per_s or 0) / 1e6:g} Mbit/s")
         if self.shape.delay_s:
             parts.append(f"userspace proxy adds {self.shape.delay_s * 1e3:g} ms each way")
         done = ", ".join(parts) or "nothing to shape"
