@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Annotated
 
 import typer
@@ -71,7 +72,7 @@ def check(
     rate_mbit: RateMbit = None,
     tolerance: Annotated[float, typer.Option(help="Allowed relative error.")] = 0.15,
     probe_size: Annotated[str, typer.Option(help="Bytes the bandwidth probe downloads.")] = "4MiB",
-    echoes: Annotated[int, typer.Option(min=1, help="Echoes whose median is the RTT.")] = 9,
+    echoes: Annotated[int, typer.Option(min=1, help="Echoes; the fastest is the link's RTT.")] = 9,
 ) -> None:
     """Measure a site's RTT and bandwidth as the profiler does and compare them with the
     configured profile; exit 1 when either is off by more than the tolerance."""
@@ -79,20 +80,24 @@ def check(
 
     probe = SiteProbe(site, timeout_s=120)
     try:
-        rtt_s = probe.rtt_s(echoes, 64)
+        samples = probe.rtt_samples_s(echoes, 64)
+        rtt_s = statistics.median(samples)
         bandwidth = probe.bandwidth_bytes_per_s(int(parse_size_bytes(probe_size)), rtt_s)
     finally:
         probe.close()
     table = Table("", "configured", "achieved", "within")
+    # The link's delay is the fastest round trip: queueing behind other traffic only adds.
+    fastest = min(samples)
     wanted_rtt = 2 * delay_ms / 1e3
-    rtt_ok = abs(rtt_s - wanted_rtt) <= max(tolerance * wanted_rtt, MIN_DELAY_SLACK_S)
-    table.add_row("round trip", f"{wanted_rtt * 1e3:.1f} ms", f"{rtt_s * 1e3:.1f} ms", _yes(rtt_ok))
+    rtt_ok = abs(fastest - wanted_rtt) <= max(tolerance * wanted_rtt, MIN_DELAY_SLACK_S)
+    achieved_rtt = f"{fastest * 1e3:.1f} ms (median {rtt_s * 1e3:.1f})"
+    table.add_row("round trip", f"{wanted_rtt * 1e3:.1f} ms", achieved_rtt, _yes(rtt_ok))
     achieved_mbit = bandwidth * 8 / 1e6
     rate_ok = rate_mbit is None or math.isclose(achieved_mbit, rate_mbit, rel_tol=tolerance)
     configured = "unlimited" if rate_mbit is None else f"{rate_mbit:g} Mbit/s"
     table.add_row("bandwidth", configured, f"{achieved_mbit:.2f} Mbit/s", _yes(rate_ok))
     make_console().print(table)
-    print(f"rtt_ms={rtt_s * 1e3:.3f} bandwidth_mbit={achieved_mbit:.3f}")
+    print(f"rtt_ms={fastest * 1e3:.3f} bandwidth_mbit={achieved_mbit:.3f}")
     if not (rtt_ok and rate_ok):
         raise typer.Exit(1)
 

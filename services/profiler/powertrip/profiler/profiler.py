@@ -122,6 +122,10 @@ class SiteProbe:
 
     def rtt_s(self, count: int, size: int) -> float:
         """Median round trip of `count` echoes of `size` bytes (the first one warms up)."""
+        return statistics.median(self.rtt_samples_s(count, size))
+
+    def rtt_samples_s(self, count: int, size: int) -> list[float]:
+        """Round trips of `count` echoes of `size` bytes, after one that warms up."""
         payload = site_pb2.EchoRequest(payload=bytes(size))
         self._echo(payload, timeout=self.timeout_s)
         times = []
@@ -129,7 +133,7 @@ class SiteProbe:
             start = time.perf_counter()
             self._echo(payload, timeout=self.timeout_s)
             times.append(time.perf_counter() - start)
-        return statistics.median(times)
+        return times
 
     def bandwidth_bytes_per_s(self, total_bytes: int, rtt_s: float) -> float:
         """Bytes per second of a bulk download, its first round trip taken out."""
