@@ -13,27 +13,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import docker
-import pytest
 
-APT_ENV = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-
-
-def apt_install(*packages: str) -> None:
-    """Install Debian packages (CI runs as root)."""
-    if os.geteuid() != 0:
-        pytest.skip(f"installing {', '.join(packages)} needs root")
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=APT_ENV, timeout=300)
-    command = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]
-    subprocess.run(command, check=True, env=APT_ENV, timeout=900, capture_output=True)
+from apt import apt_install
+from powertrip.deploy.images import docker_client
+from powertrip.errors import PowerTripError
 
 
 def _client() -> docker.DockerClient | None:
     try:
-        client = docker.from_env(timeout=600)
-        client.ping()
-    except docker.errors.DockerException:
+        return docker_client()
+    except PowerTripError:
         return None
-    return client
 
 
 @contextmanager

@@ -3,32 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx
-import pytest
 
+from apt import apt_install
 from powertrip.local import free_port
 
 
 def prometheus_binary() -> str:
-    """Debian's `prometheus`, installed with apt-get when missing (CI runs as root)."""
-    found = shutil.which("prometheus")
-    if found:
-        return found
-    if os.geteuid() != 0:
-        pytest.skip("prometheus is not installed and installing it needs root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, timeout=300)
-    subprocess.run(
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "prometheus"],
-        check=True,
-        env=env,
-        timeout=600,
-    )
+    """Debian's `prometheus`, installed when missing."""
+    if shutil.which("prometheus") is None:
+        apt_install("prometheus")
     found = shutil.which("prometheus")
     assert found, "apt-get installed prometheus but it is not on PATH"
     return found
@@ -66,9 +56,25 @@ def start_prometheus(tmp_path: Path, targets_file: Path) -> tuple[subprocess.Pop
     return process, f"http://{address}"
 
 
-def query(base: str, promql: str) -> list[dict[str, object]]:
-    """The instant-query result of `promql`."""
-    reply = httpx.get(f"{base}/api/v1/query", params={"query": promql}, timeout=5).json()
-    assert reply["status"] == "success", reply
-    result: list[dict[str, object]] = reply["data"]["result"]
+def wait_ready(base: str, timeout_s: float = 60) -> None:
+    """Wait until Prometheus at `base` says it is ready."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{base}/-/ready", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, f"Prometheus at {base} not ready in {timeout_s:g} s"
+        time.sleep(0.3)
+
+
+def query(base: str, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+    """The instant-query result of `promql` (now, or at Unix time `at`)."""
+    params: dict[str, Any] = {"query": promql}
+    if at is not None:
+        params["time"] = at
+    reply = httpx.get(f"{base}/api/v1/query", params=params, timeout=10).json()
+    assert reply["status"] == "success", f"{promql}: {reply}"
+    result: list[dict[str, Any]] = reply["data"]["result"]
     return result

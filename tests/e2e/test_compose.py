@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import docker
-import httpx
 import pytest
 
-from docker_engine import apt_install, compose, docker_engine
+from apt import apt_install
+from docker_engine import compose, docker_engine
 from grafana_dashboards import panel_queries
 from powertrip.aggregator.client import ApiClient
 from powertrip.deploy.images import (
@@ -32,6 +33,7 @@ from powertrip.deploy.images import (
     debian_image,
 )
 from powertrip.local import free_port
+from prometheus_server import query
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -64,8 +66,6 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[docker.DockerCl
 def images(engine: docker.DockerClient) -> Iterator[str]:
     """Base, Prometheus and service images tagged for this run; every image the builds made
     (tags and intermediate stages) is removed afterwards."""
-    import shutil
-
     if shutil.which("mmdebstrap") is None:
         apt_install("mmdebstrap")
     tag = f"e2e-{secrets.token_hex(4)}"
@@ -137,16 +137,6 @@ def stack(engine: docker.DockerClient, images: str) -> Iterator[Stack]:
         assert not networks, f"networks left behind: {networks}"
         assert not volumes, f"volumes left behind: {volumes}"
         print(logs)
-
-
-def query(prometheus: str, promql: str, at: float | None = None) -> list[dict[str, Any]]:
-    params: dict[str, Any] = {"query": promql}
-    if at is not None:
-        params["time"] = at
-    body = httpx.get(f"{prometheus}/api/v1/query", params=params, timeout=10).json()
-    assert body["status"] == "success", f"{promql}: {body}"
-    result: list[dict[str, Any]] = body["data"]["result"]
-    return result
 
 
 def site_ids(result: list[dict[str, Any]]) -> set[str]:

@@ -45,14 +45,14 @@ def test_round_time_and_site_power_series_reach_prometheus(
                 rtt = query(base, "powertrip_site_rtt_seconds")
             except httpx.HTTPError:
                 rounds = power = available = rtt = []
-            seen = {str(s["metric"]["site_id"]) for s in power}  # type: ignore[index]
+            seen = {str(s["metric"]["site_id"]) for s in power}
             # Both sources scraped: each site itself and the profiler's view of it.
             both = seen == site_ids and len(power) == 2 * len(site_ids)
-            if rounds and float(rounds[0]["value"][1]) > 0 and both and rtt:  # type: ignore[index]
+            if rounds and float(rounds[0]["value"][1]) > 0 and both and rtt:
                 break
             assert time.monotonic() < deadline, f"series missing: rounds={rounds} power={power}"
             time.sleep(1)
-        assert {str(s["metric"]["site_id"]) for s in available} == site_ids  # type: ignore[index]
+        assert {str(s["metric"]["site_id"]) for s in available} == site_ids
     finally:
         prometheus.terminate()
         prometheus.wait(timeout=10)

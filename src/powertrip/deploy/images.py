@@ -29,12 +29,13 @@ WHEELHOUSE = Path("deploy/docker/wheels")
 BUILD_TOOLS = ("hatchling>=1.25",)  # builds powertrip itself inside the image, offline
 
 
-def docker_client() -> docker.DockerClient:
-    """A client for the local engine, or an error that says none answers."""
+def docker_client(timeout_s: float = 600) -> docker.DockerClient:
+    """A client for the local engine, or an error that says none answers. Its timeout covers
+    one API call, and an image import or build step can take minutes."""
     import docker
 
     try:
-        client = docker.from_env()
+        client = docker.from_env(timeout=round(timeout_s))
         client.ping()
     except docker.errors.DockerException as error:
         raise PowerTripError(f"no Docker engine answers: {error}") from None

@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 from prometheus_client import CollectorRegistry
 
 from powertrip.errors import InvalidValueError
@@ -80,7 +81,17 @@ class SiteLink:
         self.applied: Applied | None = None
         self.proxy: LinkProxy | None = None
 
-    def start(self) -> LinkProfile | None:
+    def serve(self, servicer: SiteServicer, host: str, port: int) -> tuple[grpc.Server, int]:
+        """Shape the device, then serve `servicer` at host:port: directly, or behind a proxy
+        that adds what the kernel does not. Returns the server and the port others reach."""
+        emulate = self._shape()
+        if emulate is None:
+            return _listen(servicer, host, port)
+        server, inner_port = _listen(servicer, "127.0.0.1", 0)
+        self.proxy = LinkProxy("127.0.0.1", inner_port, emulate, host, port).start()
+        return server, self.proxy.port
+
+    def _shape(self) -> LinkProfile | None:
         """Shape the device; returns what the proxy must still emulate (None: nothing)."""
         if self.shaper is None:
             log.warning("link: userspace proxy emulates %s", self.shape.describe())
@@ -100,6 +111,13 @@ class SiteLink:
                 self.shaper.clear()
             except ShapingError as error:
                 log.error("link: could not clear shaping: %s", error)
+
+
+def _listen(servicer: SiteServicer, host: str, port: int) -> tuple[grpc.Server, int]:
+    """The site's gRPC server, started at host:port (0: any free port)."""
+    server, bound = create_server(servicer, f"{host}:{port}")
+    server.start()
+    return server, bound
 
 
 def run_site(settings: SiteSettings, stop: threading.Event) -> None:
@@ -130,15 +148,10 @@ def _serve(
     link: SiteLink | None,
     stop: threading.Event,
 ) -> None:
-    proxied = link.start() if link is not None else None
-    if link is None or proxied is None:
-        server, port = create_server(servicer, f"{settings.host}:{settings.port}")
-        server.start()
+    if link is None:
+        server, port = _listen(servicer, settings.host, settings.port)
     else:
-        server, inner_port = create_server(servicer, "127.0.0.1:0")
-        server.start()
-        link.proxy = LinkProxy("127.0.0.1", inner_port, proxied, settings.host, settings.port)
-        port = link.proxy.start().port
+        server, port = link.serve(servicer, settings.host, settings.port)
     metrics = None
     try:
         if settings.metrics_port is not None:
