@@ -26,11 +26,11 @@ from docker_engine import compose, docker_engine
 from grafana_dashboards import panel_queries
 from powertrip.aggregator.client import ApiClient
 from powertrip.deploy.images import (
-    PROMETHEUS_PACKAGES,
     SERVICES,
     build_service_image,
     build_wheelhouse,
     debian_image,
+    prometheus_image,
 )
 from powertrip.local import free_port
 from prometheus_server import query
@@ -73,7 +73,7 @@ def images(engine: docker.DockerClient) -> Iterator[str]:
     try:
         base = f"powertrip-e2e-base:{tag}"
         debian_image(engine, base)
-        debian_image(engine, f"powertrip-e2e-prometheus:{tag}", PROMETHEUS_PACKAGES)
+        prometheus_image(engine, f"powertrip-e2e-prometheus:{tag}")
         build_wheelhouse(REPO)
         for service in SERVICES:
             build_service_image(engine, REPO, service, f"powertrip-e2e-{service}:{tag}", base)

@@ -35,12 +35,12 @@ def images(
     """Build powertrip-{aggregator,profiler,site}:TAG offline: a Debian base (mmdebstrap, this
     host's mirror), a wheelhouse, and the Dockerfiles with --no-index."""
     from powertrip.deploy.images import (
-        PROMETHEUS_PACKAGES,
         SERVICES,
         build_service_image,
         build_wheelhouse,
         debian_image,
         docker_client,
+        prometheus_image,
     )
 
     console = make_console()
@@ -49,12 +49,7 @@ def images(
         base = "powertrip-base:latest"
         console.print(f"base {base}: {debian_image(client, base)[:19]}")
     if prometheus:
-        image = debian_image(
-            client,
-            "powertrip-prometheus:latest",
-            PROMETHEUS_PACKAGES,
-            changes=['ENTRYPOINT ["/usr/bin/prometheus"]'],
-        )
+        image = prometheus_image(client, "powertrip-prometheus:latest")
         console.print(f"powertrip-prometheus:latest: {image[:19]}")
     console.print(f"wheelhouse: {build_wheelhouse(repo, torch_spec)}")
     for service in SERVICES:

@@ -77,6 +77,13 @@ def debian_image(
     return str(image.id)
 
 
+def prometheus_image(client: docker.DockerClient, tag: str) -> str:
+    """Debian's `prometheus` package as `tag` (compose sets its flags); returns the image id."""
+    return debian_image(
+        client, tag, PROMETHEUS_PACKAGES, changes=('ENTRYPOINT ["/usr/bin/prometheus"]',)
+    )
+
+
 def project_requirements(pyproject: Path) -> list[str]:
     """The runtime dependencies pyproject.toml declares."""
     with pyproject.open("rb") as file:
